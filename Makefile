@@ -1,0 +1,46 @@
+# casscade: `make demo` and `make test` work on a fresh machine with Java 17, Maven, Python 3.11.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STACK  := deploy/local/stack
+
+.PHONY: venv demo test unit integration lint bench up down status fixtures clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed  ## create .venv with casscade and its dev tools
+
+demo: venv  ## start the local stack, run the demo workload, show what comes out
+	$(PY) -m shared.demo
+
+test: venv  ## the whole suite: unit tests, then integration tests on the real stack
+	$(PY) -m pytest tests/unit tests/integration
+
+unit: venv  ## unit tests only (no services)
+	$(PY) -m pytest tests/unit
+
+integration: venv  ## integration tests only (starts or reuses the local stack)
+	$(PY) -m pytest tests/integration
+
+lint: venv
+	$(PY) -m ruff check .
+
+bench: venv  ## benchmarks (rows/s, MB); not part of `make test`
+	$(PY) -m pytest tests/benchmarks -s -p no:randomly
+
+up: venv
+	$(STACK) up
+down:
+	$(STACK) down
+status:
+	$(STACK) status
+
+fixtures: venv  ## regenerate tests/fixtures/commitlog from a real Cassandra (slow)
+	$(PY) tests/fixtures/commitlog/generate.py
+
+clean: down
+	rm -rf .casscade
