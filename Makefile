@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed  ## create .venv with casscade and its dev tools
 
 demo: venv  ## start the local stack, run the demo workload, show what comes out
-	$(PY) -m shared.demo
+	$(PY) deploy/local/demo.py
 
 test: venv  ## the whole suite: unit tests, then integration tests on the real stack
 	$(PY) -m pytest tests/unit tests/integration

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import time
@@ -88,6 +89,9 @@ def render_yaml(s: StackSettings) -> str:
         commitlog_sync_period=s.commitlog_sync_period,
         commitlog_segment_size=s.commitlog_segment_size,
         storage_compatibility_mode=s.storage_compatibility_mode,
+        commitlog_compression=(
+            f"commitlog_compression:\n  - class_name: {s.commitlog_compression}"
+            if s.commitlog_compression else "# commitlog_compression: none"),
     )
 
 
@@ -209,8 +213,7 @@ def shutdown(s: StackSettings, drain: bool = True) -> bool:
         pid_file(s).unlink(missing_ok=True)
         return False
     if drain:
-        try:
+        # SIGTERM's shutdown hook still runs if drain fails; drain only makes it cleaner.
+        with contextlib.suppress(StackError, subprocess.TimeoutExpired, OSError):
             nodetool(s, "drain", timeout_s=60)
-        except (StackError, subprocess.TimeoutExpired, OSError):
-            pass  # SIGTERM's shutdown hook still runs; drain only makes it cleaner
     return stop(pid_file(s), timeout_s=45)

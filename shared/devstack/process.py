@@ -33,12 +33,15 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # A killed child we never reaped stays as a zombie; it is not running.
+    # A dead child nobody reaped yet stays as a zombie: not running. But a JVM's leader
+    # thread can show 'Z' while its other threads still run (shutdown), so a zombie only
+    # counts as dead once it has no other threads.
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
+        threads = len(list(Path(f"/proc/{pid}/task").iterdir()))
     except OSError:
         return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    return not (stat.rsplit(")", 1)[-1].split()[0] == "Z" and threads <= 1)
 
 
 def spawn(argv: Sequence[str], pid_file: Path, log_file: Path, cwd: Path,

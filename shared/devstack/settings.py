@@ -38,6 +38,9 @@ class StackSettings:
     commitlog_sync_period: str = "1000ms"
     commitlog_segment_size: str = "4MiB"
     cdc_total_space: str = "1024MiB"
+    # None, or a commit log compressor class: LZ4Compressor, SnappyCompressor,
+    # DeflateCompressor, ZstdCompressor.
+    commitlog_compression: str | None = None
     cluster_name: str = "casscade-local"
     # Jars are shared by every stack of one checkout (the fixture generator runs its own).
     lib_root: Path | None = None

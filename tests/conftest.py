@@ -1,0 +1,89 @@
+"""Shared test fixtures: the real local stack (Kafka + Cassandra), CQL sessions, CDC tables.
+
+The `stack` fixture starts whatever part of the local stack is not running yet and stops, at
+the end of the session, only what it started. Nothing is ever skipped for a missing service:
+if the stack cannot start, every test that needs it errors with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from shared.devstack import stack as devstack
+from shared.devstack.settings import HOST, StackSettings
+
+
+@pytest.fixture(scope="session")
+def stack_settings() -> StackSettings:
+    """Where the test stack lives (CASSCADE_* env vars apply)."""
+    return StackSettings.from_env()
+
+
+@pytest.fixture(scope="session")
+def stack(stack_settings: StackSettings) -> Iterator[StackSettings]:
+    """The running local stack; started for the session if needed, stopped if we started it."""
+    report = devstack.up(stack_settings, log=lambda msg: print(f"[stack] {msg}"))
+    try:
+        yield stack_settings
+    finally:
+        # Stop only what this session started; a stack the developer started stays up.
+        from shared.devstack import cassandra, kafka
+
+        if report.cassandra_started:
+            cassandra.shutdown(stack_settings)
+        if report.kafka_started:
+            kafka.shutdown(stack_settings)
+
+
+@pytest.fixture(scope="session")
+def cql(stack: StackSettings):
+    """A cassandra-driver session on the local node."""
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster([HOST], port=stack.cql_port, protocol_version=5)
+    session = cluster.connect()
+    yield session
+    cluster.shutdown()
+
+
+def unique_name(prefix: str) -> str:
+    """A CQL-safe unique identifier starting with `prefix`."""
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def keyspace(cql) -> Iterator[str]:
+    """A fresh SimpleStrategy RF=1 keyspace, dropped after the test."""
+    name = unique_name("t")
+    cql.execute(f"CREATE KEYSPACE {name} WITH replication = "
+                "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    yield name
+    cql.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=60)
+
+
+@pytest.fixture
+def cdc_table(cql, keyspace: str) -> Callable[[str, str], str]:
+    """Factory: `cdc_table("t", "(k int PRIMARY KEY, v text)")` → "ks.t" created WITH cdc."""
+
+    def create(name: str, columns: str, options: str = "") -> str:
+        if not re.fullmatch(r"\w+", name):
+            raise ValueError(f"bad table name {name!r}")
+        extra = f" AND {options}" if options else ""
+        cql.execute(f"CREATE TABLE {keyspace}.{name} {columns} WITH cdc = true{extra}")
+        return f"{keyspace}.{name}"
+
+    return create
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """In CI a skipped test is a failure: services must be there, not silently missing."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
+    if os.environ.get("CI") and skipped and exitstatus == 0:
+        print(f"\nCI: {skipped} test(s) skipped; in CI every test must run. Failing the run.")
+        session.exitstatus = 1

@@ -1,0 +1,158 @@
+"""The local stack's pure parts: rendered configs, settings, pid-file process handling."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from shared.devstack import artifacts, cassandra, kafka, process
+from shared.devstack.process import StackError
+from shared.devstack.settings import StackSettings
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> StackSettings:
+    return replace(StackSettings.from_env(), state_dir=tmp_path / "state")
+
+
+def test_cassandra_yaml_renders_cdc_on_loopback(settings: StackSettings) -> None:
+    text = cassandra.render_yaml(settings)
+    assert "${" not in text
+    conf = yaml.safe_load(text)
+    assert conf["cdc_enabled"] is True
+    assert conf["cdc_block_writes"] is True
+    assert conf["commitlog_sync"] == "periodic"
+    assert conf["commitlog_sync_period"] == "1000ms"
+    assert conf["listen_address"] == conf["rpc_address"] == "127.0.0.1"
+    assert conf["native_transport_port"] == settings.cql_port
+    assert conf["storage_compatibility_mode"] == "CASSANDRA_4"
+    node = str(settings.cassandra_dir)
+    assert conf["cdc_raw_directory"] == f"{node}/cdc_raw"
+    assert conf["commitlog_directory"] == f"{node}/commitlog"
+    assert conf["hints_directory"] == f"{node}/hints"
+    assert conf["data_file_directories"] == [f"{node}/data"]
+    assert "commitlog_compression" not in conf
+
+
+def test_cassandra_yaml_compression_and_mode(settings: StackSettings) -> None:
+    s = replace(settings, storage_compatibility_mode="NONE",
+                commitlog_compression="ZstdCompressor")
+    conf = yaml.safe_load(cassandra.render_yaml(s))
+    assert conf["storage_compatibility_mode"] == "NONE"
+    assert conf["commitlog_compression"] == [{"class_name": "ZstdCompressor"}]
+
+
+def test_kafka_properties_bind_only_loopback(settings: StackSettings) -> None:
+    props = dict(line.split("=", 1) for line in kafka.server_properties(settings).splitlines()
+                 if line and not line.startswith("#"))
+    for key in ("listeners", "advertised.listeners", "controller.quorum.voters"):
+        hosts = re.findall(r"(?://|@)([^:/,]+):\d+", props[key])
+        assert hosts and set(hosts) == {"127.0.0.1"}, (key, props[key])
+    assert props["auto.create.topics.enable"] == "false"
+    assert props["log.dirs"].startswith(str(settings.kafka_dir))
+
+
+def test_cluster_id_shape() -> None:
+    ids = {kafka.new_cluster_id() for _ in range(200)}
+    assert len(ids) == 200
+    assert all(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}", i) for i in ids)
+
+
+def test_settings_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CASSCADE_STATE_DIR", str(tmp_path / "x"))
+    monkeypatch.setenv("CASSCADE_CQL_PORT", "19999")
+    monkeypatch.setenv("CASSCADE_STORAGE_COMPATIBILITY_MODE", "NONE")
+    s = StackSettings.from_env()
+    assert s.state_dir == (tmp_path / "x").resolve()
+    assert s.cql_port == 19999
+    assert s.kafka_port == 9092
+    assert s.storage_compatibility_mode == "NONE"
+    assert s.cdc_raw_dir == s.state_dir / "cassandra" / "cdc_raw"
+
+
+def test_cassandra_command_has_jdk17_essentials(settings: StackSettings,
+                                                tmp_path: Path) -> None:
+    lib = tmp_path / "lib" / "cassandra"
+    lib.mkdir(parents=True)
+    (lib / "jamm-0.4.0.jar").write_bytes(b"")
+    s = replace(settings, lib_root=tmp_path / "lib")
+    cmd = cassandra.server_command(s, Path("/usr/bin/java"))
+    assert f"-javaagent:{lib / 'jamm-0.4.0.jar'}" in cmd
+    assert "-Dcassandra-foreground=yes" in cmd
+    assert f"-Dcassandra.jmx.local.port={s.jmx_port}" in cmd
+    assert cmd[-1] == "org.apache.cassandra.service.CassandraDaemon"
+    assert f"-Xmx{s.cassandra_heap}" in cmd
+    tool = cassandra.nodetool_command(s, Path("/usr/bin/java"), "flush", "ks")
+    assert tool[-6:] == ["-h", "127.0.0.1", "-p", str(s.jmx_port), "flush", "ks"]
+
+
+def test_missing_jamm_is_a_clear_error(settings: StackSettings, tmp_path: Path) -> None:
+    s = replace(settings, lib_root=tmp_path / "empty")
+    with pytest.raises(StackError, match="no jamm jar"):
+        cassandra.server_command(s, Path("/usr/bin/java"))
+
+
+def test_java_major_of_this_machine() -> None:
+    java = artifacts.find_java()
+    assert artifacts.java_major(java) == 17
+
+
+def test_java_major_unreadable(tmp_path: Path) -> None:
+    fake = tmp_path / "java"
+    fake.write_text("#!/bin/sh\necho nothing >&2\n")
+    fake.chmod(0o755)
+    assert artifacts.java_major(fake) is None
+
+
+def test_spawn_and_stop_by_pid_file(tmp_path: Path) -> None:
+    pid_file = tmp_path / "p.pid"
+    log = tmp_path / "p.log"
+    pid = process.spawn([sys.executable, "-c", "import time; print('up', flush=True); "
+                         "time.sleep(60)"], pid_file, log, cwd=tmp_path)
+    assert process.read_pid(pid_file) == pid
+    assert process.stop(pid_file, timeout_s=10) is True
+    assert not process.pid_alive(pid)
+    assert not pid_file.exists()
+    assert process.stop(pid_file) is False  # second stop: nothing to do
+
+
+def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
+    pid_file = tmp_path / "p.pid"
+    code = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('ready', flush=True); time.sleep(60)")
+    pid = process.spawn([sys.executable, "-c", code], pid_file, tmp_path / "l", cwd=tmp_path)
+    for _ in range(50):
+        if (tmp_path / "l").read_text().strip() == "ready":
+            break
+        subprocess.run(["sleep", "0.1"], check=True)
+    assert process.stop(pid_file, timeout_s=1) is True
+    assert not process.pid_alive(pid)
+
+
+def test_stale_pid_file_is_not_running(tmp_path: Path) -> None:
+    pid_file = tmp_path / "stale.pid"
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    pid_file.write_text(f"{proc.pid}\n")
+    assert process.read_pid(pid_file) is None
+    pid_file.write_text("garbage")
+    assert process.read_pid(pid_file) is None
+
+
+def test_port_checks() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert process.port_in_use(port)
+        with pytest.raises(StackError, match=f"port already in use: x 127.0.0.1:{port}"):
+            process.require_free_ports({"x": port})
+    assert not process.port_in_use(port)
+    process.require_free_ports({"x": port})
