@@ -30,7 +30,7 @@ lint: venv
 	$(PY) -m ruff check .
 
 bench: venv  ## benchmarks (rows/s, MB); not part of `make test`
-	$(PY) -m pytest tests/benchmarks -s -p no:randomly
+	$(PY) -m pytest tests/benchmarks -s -o python_files='bench_*.py' -o python_functions='test_bench_*'
 
 up: venv
 	$(STACK) up

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from shared.devstack import stack as devstack
-from shared.devstack.settings import HOST, StackSettings
+from shared.devstack.settings import StackSettings
 
 
 @pytest.fixture(scope="session")
@@ -43,9 +43,9 @@ def stack(stack_settings: StackSettings) -> Iterator[StackSettings]:
 @pytest.fixture(scope="session")
 def cql(stack: StackSettings):
     """A cassandra-driver session on the local node."""
-    from cassandra.cluster import Cluster
+    from shared.devstack.cassandra import cql_cluster
 
-    cluster = Cluster([HOST], port=stack.cql_port, protocol_version=5)
+    cluster = cql_cluster(stack)
     session = cluster.connect()
     yield session
     cluster.shutdown()

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import time
 
-from cassandra.cluster import Cluster
-
 from publisher.cdc_index import read_cdc_index
-from shared.devstack import stack
-from shared.devstack.settings import HOST, StackSettings
+from shared.devstack import cassandra, stack
+from shared.devstack.settings import StackSettings
 
 WORKLOAD = [
     "CREATE KEYSPACE IF NOT EXISTS demo WITH replication = "
@@ -40,7 +38,7 @@ def main() -> None:
     before = _indexed(s)
 
     print("\n== 2. a CDC table and a few writes")
-    cluster = Cluster([HOST], port=s.cql_port, protocol_version=5)
+    cluster = cassandra.cql_cluster(s)
     session = cluster.connect()
     try:
         for cql in WORKLOAD:

@@ -15,6 +15,8 @@ from shared.devstack.settings import repo_root
 COMPONENTS = ("kafka", "cassandra", "spark-kafka")
 # Called fully qualified: Maven 3.8 resolves the bare `dependency:` prefix to plugin 2.8.
 _COPY_GOAL = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
+# Where Debian (and most distributions) install JDKs.
+JVM_ROOT = Path("/usr/lib/jvm")
 
 
 def pom_path(component: str) -> Path:
@@ -30,7 +32,7 @@ def find_java() -> Path:
     on_path = shutil.which("java")
     if on_path:
         candidates.append(Path(on_path))
-    candidates.extend(sorted(Path("/usr/lib/jvm").glob("*17*/bin/java")))
+    candidates.extend(sorted(JVM_ROOT.glob("*17*/bin/java")))
     seen: list[str] = []
     for java in candidates:
         if not java.exists():

@@ -8,10 +8,14 @@ import subprocess
 import time
 from pathlib import Path
 from string import Template
+from typing import TYPE_CHECKING, Any
 
 from shared.devstack import artifacts
 from shared.devstack.process import StackError, pid_alive, read_pid, spawn, stop, tail
 from shared.devstack.settings import HOST, StackSettings, repo_root
+
+if TYPE_CHECKING:
+    from cassandra.cluster import Cluster
 
 # conf/jvm17-server.options of the 5.0 line: without these module flags and the jamm agent
 # Cassandra dies during start-up on Java 17.
@@ -181,12 +185,20 @@ def wait_ready(s: StackSettings, pid: int, timeout_s: float = 180.0) -> str:
                      + tail(log_file(s)))
 
 
+def cql_cluster(s: StackSettings, **options: Any) -> Cluster:
+    """A cassandra-driver Cluster for the local node (protocol v5, round robin on one node)."""
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import RoundRobinPolicy
+
+    profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy(),
+                               request_timeout=options.pop("request_timeout", 30))
+    return Cluster([HOST], port=s.cql_port, protocol_version=5,
+                   execution_profiles={EXEC_PROFILE_DEFAULT: profile}, **options)
+
+
 def release_version(s: StackSettings) -> str:
     """Ask the node for its release version over CQL (raises if it does not answer)."""
-    from cassandra.cluster import Cluster
-
-    cluster = Cluster([HOST], port=s.cql_port, connect_timeout=2, control_connection_timeout=2,
-                      protocol_version=5)
+    cluster = cql_cluster(s, connect_timeout=2, control_connection_timeout=2)
     try:
         session = cluster.connect()
         row = session.execute("SELECT release_version FROM system.local", timeout=5).one()

@@ -156,3 +156,34 @@ def test_port_checks() -> None:
             process.require_free_ports({"x": port})
     assert not process.port_in_use(port)
     process.require_free_ports({"x": port})
+
+
+def _fake_java(path: Path, version: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\necho \'openjdk version "{version}" 2024-01-01\' >&2\n')
+    path.chmod(0o755)
+    return path
+
+
+def test_find_java_prefers_a_java_home_17(monkeypatch: pytest.MonkeyPatch,
+                                          tmp_path: Path) -> None:
+    java = _fake_java(tmp_path / "jdk17" / "bin" / "java", "17.0.9")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk17"))
+    assert artifacts.find_java() == java
+
+
+def test_find_java_without_17_names_what_it_found(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    _fake_java(tmp_path / "jdk11" / "bin" / "java", "11.0.2")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk11"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(artifacts, "JVM_ROOT", tmp_path / "nojvms")
+    with pytest.raises(StackError, match=r"Java 17 is required.*jdk11/bin/java \(Java 11\)"):
+        artifacts.find_java()
+
+
+def test_missing_maven_is_a_clear_error(monkeypatch: pytest.MonkeyPatch,
+                                        tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(StackError, match=r"Maven \(mvn\) is required"):
+        artifacts.find_maven()
