@@ -88,26 +88,23 @@ def down(s: StackSettings, log: Log = print) -> None:
 
 def status(s: StackSettings) -> list[tuple[str, str]]:
     """One (service, description) line per part of the stack."""
-    rows = []
-    kpid = kafka.running_pid(s)
-    if kpid:
-        rows.append(("kafka", f"running, pid {kpid}, {s.bootstrap_servers} "
-                              f"(controller {HOST}:{s.kafka_controller_port}), "
-                              f"log {kafka.log_file(s)}"))
-    else:
-        busy = " (port taken by another process)" if port_in_use(s.kafka_port) else ""
-        rows.append(("kafka", f"not running{busy}"))
-    cpid = cassandra.running_pid(s)
-    if cpid:
-        rows.append(("cassandra", f"running, pid {cpid}, CQL {HOST}:{s.cql_port}, "
-                                  f"JMX {HOST}:{s.jmx_port}, storage {HOST}:{s.storage_port}, "
-                                  f"log {cassandra.log_file(s)}"))
-    else:
-        busy = " (port taken by another process)" if port_in_use(s.cql_port) else ""
-        rows.append(("cassandra", f"not running{busy}"))
-    rows.append(("cdc_raw", str(s.cdc_raw_dir)))
-    rows.append(("state", str(s.state_dir)))
-    return rows
+    return [
+        ("kafka", _describe(kafka.running_pid(s), s.kafka_port,
+                            f"{s.bootstrap_servers} (controller {HOST}:"
+                            f"{s.kafka_controller_port}), log {kafka.log_file(s)}")),
+        ("cassandra", _describe(cassandra.running_pid(s), s.cql_port,
+                                f"CQL {HOST}:{s.cql_port}, JMX {HOST}:{s.jmx_port}, storage "
+                                f"{HOST}:{s.storage_port}, log {cassandra.log_file(s)}")),
+        ("cdc_raw", str(s.cdc_raw_dir)),
+        ("state", str(s.state_dir)),
+    ]
+
+
+def _describe(pid: int | None, port: int, where: str) -> str:
+    if pid:
+        return f"running, pid {pid}, {where}"
+    busy = " (port taken by another process)" if port_in_use(port) else ""
+    return f"not running{busy}"
 
 
 def log_files(s: StackSettings) -> dict[str, list]:
