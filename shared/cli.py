@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from publisher.cli import publisher
 from shared.devstack.cli import dev
 
 
@@ -15,12 +16,14 @@ def cli() -> None:
     \b
     Stages (see README.md):
       publisher     node agent beside each Cassandra node: commit log -> raw Kafka topics
-      materializer  Spark job: raw topics -> Debezium-style change events
+                    (so far: `publisher dump`, `publisher schema`)
+      materializer  Spark job: raw topics -> change events (not built yet)
     Tools:
       dev           the local Kafka + Cassandra stack used by `make demo` and `make test`
     """
 
 
+cli.add_command(publisher)
 cli.add_command(dev)
 
 

@@ -1,0 +1,435 @@
+"""Mutation bytes (messaging version 12 or 13) → PartitionUpdates, rows, cells, markers.
+
+Pure logic, no I/O: `MutationDecoder(schemas).decode(payload, messaging_version)`. The layout
+follows Cassandra's MutationSerializer, PartitionUpdate and UnfilteredSerializer; see
+../shared/docs/commitlog-format.md §4-§7. The hot path is written flat on purpose (local
+variables, no per-field helper objects): it decodes every row of every segment.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from publisher.commitlog.errors import (
+    DecodeError,
+    UnknownColumnError,
+    UnknownTableError,
+    UnsupportedTypeError,
+)
+from publisher.commitlog.model import (
+    EXCL_END_INCL_START_BOUNDARY,
+    INCL_END_EXCL_START_BOUNDARY,
+    Cell,
+    DeletionTime,
+    Liveness,
+    Mutation,
+    PartitionUpdate,
+    RangeTombstoneMarker,
+    Row,
+)
+from shared.schema import ColumnSchema, TableSchema
+
+TIMESTAMP_EPOCH = 1442880000000000
+DELETION_TIME_EPOCH = 1442880000
+LIVE_MARKED_FOR_DELETE_AT = -(1 << 63)
+_U64 = (1 << 64) - 1
+_S64 = 1 << 63
+
+# partition flags
+_IS_EMPTY, _HAS_PARTITION_DELETION, _HAS_STATIC_ROW, _HAS_ROW_ESTIMATE = 0x01, 0x04, 0x08, 0x10
+# row flags
+_END_OF_PARTITION, _IS_MARKER, _HAS_TIMESTAMP, _HAS_TTL = 0x01, 0x02, 0x04, 0x08
+_HAS_DELETION, _HAS_ALL_COLUMNS, _HAS_COMPLEX_DELETION, _EXTENSION = 0x10, 0x20, 0x40, 0x80
+_IS_STATIC, _HAS_SHADOWABLE_DELETION = 0x01, 0x02
+# cell flags
+_CELL_DELETED, _CELL_EXPIRING, _CELL_EMPTY, _CELL_ROW_TS, _CELL_ROW_TTL = 1, 2, 4, 8, 16
+
+# Number of leading one bits of a uvint's first byte = number of extra bytes.
+_EXTRA = bytes(8 - (b ^ 0xFF).bit_length() for b in range(256))
+
+SchemaLookup = Callable[[uuid.UUID], TableSchema | None]
+
+
+class _Col:
+    """A header column resolved against the schema, with what decoding needs at hand."""
+
+    __slots__ = ("complex", "fixed", "schema")
+
+    def __init__(self, schema: ColumnSchema) -> None:
+        self.schema = schema
+        self.complex = schema.type.is_multicell
+        # Non-frozen collection/UDT cell values are always length-prefixed.
+        self.fixed = -1 if self.complex else schema.type.fixed_length
+
+
+class _Table:
+    """Per-table decoding state, built once per table id."""
+
+    __slots__ = ("by_name", "clustering_fixed", "schema")
+
+    def __init__(self, schema: TableSchema) -> None:
+        self.schema = schema
+        self.by_name: dict[bytes, _Col] = {}
+        self.clustering_fixed = [c.type.fixed_length for c in schema.clustering]
+
+    def column(self, name: bytes) -> _Col:
+        col = self.by_name.get(name)
+        if col is None:
+            text = name.decode("utf-8", "replace")
+            found = self.schema.column(text)
+            if found is None:
+                raise DecodeError(f"table {self.schema.name} has no column {text!r} "
+                                  f"(nor a dropped one of that name)", UnknownColumnError)
+            if found.type.name == "unsupported":
+                raise DecodeError(f"column {self.schema.name}.{text}: {found.type.udt_name}",
+                                  UnsupportedTypeError)
+            col = self.by_name[name] = _Col(found)
+        return col
+
+
+class MutationDecoder:
+    """Decodes mutations, resolving table ids through `lookup` (cached per table id)."""
+
+    def __init__(self, lookup: SchemaLookup) -> None:
+        self._lookup = lookup
+        self._tables: dict[bytes, _Table] = {}
+
+    def forget(self) -> None:
+        """Drop cached table layouts (after a schema refresh)."""
+        self._tables.clear()
+
+    def _table(self, raw_id: bytes) -> _Table:
+        table = self._tables.get(raw_id)
+        if table is None:
+            table_id = uuid.UUID(bytes=raw_id)
+            schema = self._lookup(table_id)
+            if schema is None:
+                raise DecodeError(f"unknown table id {table_id}", UnknownTableError,
+                                  table_id=str(table_id))
+            table = self._tables[raw_id] = _Table(schema)
+        return table
+
+    def decode(self, buf: bytes, messaging_version: int) -> Mutation:
+        """Decode one serialized Mutation; DecodeError says what is wrong."""
+        try:
+            return self._decode(buf, messaging_version == 13)
+        except DecodeError:
+            raise
+        except (IndexError, ValueError, UnicodeDecodeError) as exc:
+            raise DecodeError(f"mutation truncated or malformed: {exc}") from exc
+
+    # ---- the wire format ------------------------------------------------------------------
+    def _decode(self, buf: bytes, unsigned_ldt: bool) -> Mutation:
+        n = len(buf)
+        count, p = _uvint(buf, 0)
+        if count <= 0 or count > n:
+            raise DecodeError(f"bad partition update count {count}")
+        updates: list[PartitionUpdate] = []
+        key = b""
+        for _ in range(count):
+            update, p = self._partition_update(buf, p, n, unsigned_ldt)
+            if updates and update.partition_key != key:
+                raise DecodeError("partition updates of one mutation disagree on the key")
+            key = update.partition_key
+            updates.append(update)
+        if p != n:
+            raise DecodeError(f"{n - p} bytes left after the last partition update")
+        keyspace = updates[0].table.keyspace
+        if any(u.table.keyspace != keyspace for u in updates):
+            raise DecodeError("partition updates of one mutation span keyspaces")
+        return Mutation(keyspace, key, updates)
+
+    def _partition_update(self, buf: bytes, p: int, n: int,
+                          unsigned_ldt: bool) -> tuple[PartitionUpdate, int]:
+        if p + 16 > n:
+            raise DecodeError("truncated table id")
+        table = self._table(buf[p:p + 16])
+        klen, p = _uvint(buf, p + 16)
+        if p + klen > n:
+            raise DecodeError("partition key runs past the end of the mutation")
+        key = buf[p:p + klen]
+        p += klen
+        flags = buf[p]
+        p += 1
+        if flags & _IS_EMPTY:
+            return PartitionUpdate(table.schema, key, None, None, []), p
+        # EncodingStats: the bases of every delta below.
+        u, p = _uvint(buf, p)
+        min_ts = ((u + TIMESTAMP_EPOCH) & _U64)
+        if min_ts >= _S64:
+            min_ts -= 1 << 64
+        u, p = _uvint(buf, p)
+        min_ldt = _s32(u) + DELETION_TIME_EPOCH
+        u, p = _uvint(buf, p)
+        min_ttl = _s32(u)
+        ctx = (min_ts, min_ldt, min_ttl, unsigned_ldt)
+
+        statics: list[_Col] = []
+        if flags & _HAS_STATIC_ROW:
+            statics, p = self._columns(table, buf, p)
+        regulars, p = self._columns(table, buf, p)
+        pdel = None
+        if flags & _HAS_PARTITION_DELETION:
+            pdel, p = _deletion(buf, p, ctx)
+        static_row = None
+        if flags & _HAS_STATIC_ROW:
+            rflags = buf[p]
+            if not rflags & _EXTENSION or not buf[p + 1] & _IS_STATIC:
+                raise DecodeError("static row without the static flag")
+            static_row, p = self._row(table, buf, p + 2, n, rflags, buf[p + 1], statics, ctx,
+                                      True)
+        if flags & _HAS_ROW_ESTIMATE:
+            _, p = _uvint(buf, p)
+        unfiltered: list[Row | RangeTombstoneMarker] = []
+        while True:
+            rflags = buf[p]
+            p += 1
+            if rflags & _END_OF_PARTITION:
+                break
+            ext = 0
+            if rflags & _EXTENSION:
+                ext = buf[p]
+                p += 1
+                if ext & _IS_STATIC:
+                    raise DecodeError("static row among the clustering rows")
+            if rflags & _IS_MARKER:
+                marker, p = self._marker(table, buf, p, n, ctx)
+                unfiltered.append(marker)
+            else:
+                row, p = self._row(table, buf, p, n, rflags, ext, regulars, ctx, False)
+                unfiltered.append(row)
+        return PartitionUpdate(table.schema, key, pdel, static_row, unfiltered), p
+
+    def _columns(self, table: _Table, buf: bytes, p: int) -> tuple[list[_Col], int]:
+        count, p = _uvint(buf, p)
+        cols = []
+        column = table.column
+        for _ in range(count):
+            ln, p = _uvint(buf, p)
+            cols.append(column(buf[p:p + ln]))
+            p += ln
+        return cols, p
+
+    def _row(self, table: _Table, buf: bytes, p: int, n: int, flags: int, ext: int,
+             header: list[_Col], ctx: tuple[int, int, int, bool],
+             is_static: bool) -> tuple[Row, int]:
+        min_ts, min_ldt, min_ttl, unsigned_ldt = ctx
+        clustering: tuple[bytes | None, ...] = ()
+        if not is_static and table.clustering_fixed:
+            clustering, p = _clustering(buf, p, n, table.clustering_fixed)
+        liveness = None
+        row_ts = row_ttl = 0
+        row_exp = None
+        if flags & _HAS_TIMESTAMP:
+            u, p = _uvint(buf, p)
+            row_ts = (u + min_ts) & _U64
+            if row_ts >= _S64:
+                row_ts -= 1 << 64
+            if flags & _HAS_TTL:
+                u, p = _uvint(buf, p)
+                row_ttl = _s32(u) + min_ttl
+                u, p = _uvint(buf, p)
+                row_exp = _ldt(_s32(u) + min_ldt, unsigned_ldt)
+            liveness = Liveness(row_ts, row_ttl, row_exp)
+        deletion = None
+        if flags & _HAS_DELETION:
+            deletion, p = _deletion(buf, p, ctx)
+        if flags & _HAS_ALL_COLUMNS:
+            present = header
+        else:
+            present, p = _subset(buf, p, header)
+        cells: list[Cell] = []
+        complex_deletions: dict[str, DeletionTime] = {}
+        has_complex_deletion = flags & _HAS_COMPLEX_DELETION
+        for col in present:
+            if not col.complex:
+                cell, p = _cell(buf, p, n, col, False, min_ts, min_ldt, min_ttl, unsigned_ldt,
+                                row_ts, row_ttl, row_exp)
+                cells.append(cell)
+                continue
+            if has_complex_deletion:
+                cdel, p = _deletion(buf, p, ctx)
+                if cdel.marked_for_delete_at != LIVE_MARKED_FOR_DELETE_AT:
+                    complex_deletions[col.schema.name] = cdel
+            count, p = _uvint(buf, p)
+            for _ in range(count):
+                cell, p = _cell(buf, p, n, col, True, min_ts, min_ldt, min_ttl, unsigned_ldt,
+                                row_ts, row_ttl, row_exp)
+                cells.append(cell)
+        if p > n:
+            raise DecodeError("row runs past the end of the mutation")
+        return Row(clustering, liveness, deletion, bool(ext & _HAS_SHADOWABLE_DELETION), cells,
+                   complex_deletions, is_static), p
+
+    def _marker(self, table: _Table, buf: bytes, p: int, n: int,
+                ctx: tuple[int, int, int, bool]) -> tuple[RangeTombstoneMarker, int]:
+        kind = buf[p]
+        size = (buf[p + 1] << 8) | buf[p + 2]
+        p += 3
+        if size > len(table.clustering_fixed):
+            raise DecodeError(f"range tombstone bound of {size} values, table has "
+                              f"{len(table.clustering_fixed)} clustering columns")
+        values: tuple[bytes | None, ...] = ()
+        if size:
+            values, p = _clustering(buf, p, n, table.clustering_fixed[:size])
+        if kind in (EXCL_END_INCL_START_BOUNDARY, INCL_END_EXCL_START_BOUNDARY):
+            end, p = _deletion(buf, p, ctx)
+            start, p = _deletion(buf, p, ctx)
+            return RangeTombstoneMarker(kind, values, end, start), p
+        if kind in (0, 6):  # EXCL_END_BOUND, INCL_END_BOUND: closes a range
+            end, p = _deletion(buf, p, ctx)
+            return RangeTombstoneMarker(kind, values, end, None), p
+        if kind in (1, 7):  # INCL_START_BOUND, EXCL_START_BOUND: opens a range
+            start, p = _deletion(buf, p, ctx)
+            return RangeTombstoneMarker(kind, values, None, start), p
+        raise DecodeError(f"invalid range tombstone bound kind {kind}")
+
+
+# ---- primitives (module functions: cheaper to call than methods) ----------------------------
+def _uvint(buf: bytes, p: int) -> tuple[int, int]:
+    first = buf[p]
+    if first < 0x80:
+        return first, p + 1
+    extra = _EXTRA[first]
+    end = p + 1 + extra
+    if end > len(buf):
+        raise DecodeError("variable-length integer runs past the end of the mutation")
+    value = first & (0xFF >> extra) if extra < 8 else 0
+    return (value << (8 * extra)) | int.from_bytes(buf[p + 1:end], "big"), end
+
+
+def _s32(u: int) -> int:
+    # A uvint written by writeUnsignedVInt32: a sign-extended int.
+    if u >= _S64:
+        u -= 1 << 64
+    if not -(1 << 31) <= u < (1 << 31):
+        raise DecodeError(f"32-bit field out of range: {u}")
+    return u
+
+
+def _ldt(raw: int, unsigned: bool) -> int | None:
+    """A local deletion/expiration time: signed 32-bit (messaging 12) or unsigned (13)."""
+    value = raw & 0xFFFFFFFF
+    if unsigned:
+        return None if value == 0xFFFFFFFF else value
+    if value >= 1 << 31:
+        value -= 1 << 32
+    return None if value == 0x7FFFFFFF else value
+
+
+def _deletion(buf: bytes, p: int, ctx: tuple[int, int, int, bool]) -> tuple[DeletionTime, int]:
+    u, p = _uvint(buf, p)
+    ts = (u + ctx[0]) & _U64
+    if ts >= _S64:
+        ts -= 1 << 64
+    u, p = _uvint(buf, p)
+    if ts == LIVE_MARKED_FOR_DELETE_AT:
+        return DeletionTime(ts, None), p
+    return DeletionTime(ts, _ldt(_s32(u) + ctx[1], ctx[3])), p
+
+
+def _cell(buf: bytes, p: int, n: int, col: _Col, has_path: bool, min_ts: int, min_ldt: int,
+          min_ttl: int, unsigned_ldt: bool, row_ts: int, row_ttl: int,
+          row_exp: int | None) -> tuple[Cell, int]:
+    flags = buf[p]
+    p += 1
+    if flags & _CELL_ROW_TS:
+        ts = row_ts
+    else:
+        first = buf[p]
+        if first < 0x80:
+            u = first
+            p += 1
+        else:
+            u, p = _uvint(buf, p)
+        ts = (u + min_ts) & _U64
+        if ts >= _S64:
+            ts -= 1 << 64
+    ttl = 0
+    ldt = None
+    deleted = flags & _CELL_DELETED
+    if flags & _CELL_ROW_TTL:
+        ttl, ldt = row_ttl, row_exp
+    elif deleted or flags & _CELL_EXPIRING:
+        u, p = _uvint(buf, p)
+        ldt = _ldt(_s32(u) + min_ldt, unsigned_ldt)
+        if flags & _CELL_EXPIRING:
+            u, p = _uvint(buf, p)
+            ttl = _s32(u) + min_ttl
+            if ttl < 0:
+                raise DecodeError(f"negative TTL {ttl} in column {col.schema.name}")
+    path = None
+    if has_path:  # elements of non-frozen collections and UDT fields
+        plen, p = _uvint(buf, p)
+        path = buf[p:p + plen]
+        p += plen
+    if flags & _CELL_EMPTY:
+        value = b""
+    else:
+        fixed = col.fixed
+        if fixed < 0:
+            first = buf[p]
+            if first < 0x80:
+                fixed = first
+                p += 1
+            else:
+                fixed, p = _uvint(buf, p)
+        end = p + fixed
+        if end > n:
+            raise DecodeError(f"value of column {col.schema.name} runs past the end")
+        value = buf[p:end]
+        p = end
+    return Cell(col.schema, path, value, ts, ttl, ldt, bool(deleted)), p
+
+
+def _clustering(buf: bytes, p: int, n: int,
+                fixed_lengths: list[int]) -> tuple[tuple[bytes | None, ...], int]:
+    values: list[bytes | None] = []
+    size = len(fixed_lengths)
+    header = 0
+    for i in range(size):
+        j = i & 31
+        if j == 0:
+            header, p = _uvint(buf, p)
+        if header & (1 << (2 * j + 1)):
+            values.append(None)
+        elif header & (1 << (2 * j)):
+            values.append(b"")
+        else:
+            length = fixed_lengths[i]
+            if length < 0:
+                length, p = _uvint(buf, p)
+            end = p + length
+            if end > n:
+                raise DecodeError("clustering value runs past the end of the mutation")
+            values.append(buf[p:end])
+            p = end
+    return tuple(values), p
+
+
+def _subset(buf: bytes, p: int, header: list[Any]) -> tuple[list[Any], int]:
+    """The columns a row carries, from Columns.Serializer's subset encoding."""
+    v, p = _uvint(buf, p)
+    m = len(header)
+    if v == 0:
+        return header, p
+    if m < 64:
+        if v >> m:
+            raise DecodeError(f"column subset bitmap {v:#x} names columns beyond {m}")
+        return [c for i, c in enumerate(header) if not (v >> i) & 1], p
+    missing = v
+    present = m - missing
+    if not 0 <= present <= m:
+        raise DecodeError(f"column subset says {missing} of {m} columns are missing")
+    indexes = []
+    for _ in range(present if present < m // 2 else missing):
+        i, p = _uvint(buf, p)
+        if i >= m:
+            raise DecodeError(f"column subset index {i} beyond {m}")
+        indexes.append(i)
+    if present < m // 2:
+        return [header[i] for i in indexes], p
+    gone = set(indexes)
+    return [c for i, c in enumerate(header) if i not in gone], p

@@ -1,0 +1,71 @@
+"""Segment file → decoded mutations with their positions, schema refresh on unknown tables."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+from publisher.commitlog.decoder import MutationDecoder
+from publisher.commitlog.errors import DecodeError, UnknownTableError
+from publisher.commitlog.model import Mutation
+from publisher.commitlog.segment import SegmentReader
+from publisher.schema_source import SchemaSource
+
+
+class CommitLogReader:
+    """Reads segments with one schema source; counts what it skipped.
+
+    An unknown table id first triggers one schema refresh (a table created after the last
+    read); if the id is still unknown the reader raises UnknownTableError, or, with
+    `skip_unknown`, counts the mutation in `skipped` and goes on with the next entry.
+    """
+
+    def __init__(self, schema: SchemaSource, skip_unknown: bool = False) -> None:
+        self.schema = schema
+        self.skip_unknown = skip_unknown
+        self.decoder = MutationDecoder(schema.table)
+        self.skipped: Counter[str] = Counter()
+        self._refreshed_for: set[str] = set()
+
+    def read(self, path: Path | str, until: int | None = None,
+             resume_from: int = 0) -> Iterator[Mutation]:
+        """Decoded mutations of one segment in order; typed CommitLogError where it breaks."""
+        segment = SegmentReader(path, until=until, resume_from=resume_from)
+        self.segment = segment
+        version = segment.descriptor.messaging_version
+        seg_id = segment.descriptor.segment_id
+        for entry in segment.entries():
+            mutation = self._decode(segment, entry.payload, version, entry.start)
+            if mutation is None:
+                continue
+            mutation.segment_id = seg_id
+            mutation.start = entry.start
+            mutation.position = entry.position
+            yield mutation
+
+    def _decode(self, segment: SegmentReader, payload: bytes, version: int,
+                start: int) -> Mutation | None:
+        for attempt in (1, 2):
+            try:
+                return self.decoder.decode(payload, version)
+            except DecodeError as exc:
+                if exc.error_class is UnknownTableError and exc.table_id is not None:
+                    if attempt == 1 and exc.table_id not in self._refreshed_for:
+                        self._refreshed_for.add(exc.table_id)
+                        if self.schema.refresh():
+                            self.decoder.forget()
+                            continue
+                    if self.skip_unknown:
+                        self.skipped[exc.table_id] += 1
+                        return None
+                    raise UnknownTableError(str(segment.path), start, exc.table_id) from exc
+                raise exc.error_class(str(segment.path), start,
+                                      f"mutation at {start}: {exc.reason}") from exc
+        return None
+
+
+def table_id_of(raw: bytes) -> str:
+    """Table id bytes as the UUID string system_schema shows."""
+    return str(uuid.UUID(bytes=raw))

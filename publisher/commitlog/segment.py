@@ -1,0 +1,194 @@
+"""One commit log segment: sync sections and entry framing, plain or compressed.
+
+Positions are logical (Cassandra's CommitLogPosition): the file offset for plain segments,
+the offset in the uncompressed view for compressed ones. An entry's position is its *end*,
+so "resume from p" means "entries whose end > p", and an `_cdc.idx` offset (a sync marker's
+logical position) bounds what may be read of a live segment.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from publisher.commitlog.compression import DECOMPRESSORS
+from publisher.commitlog.descriptor import Descriptor, parse_descriptor, parse_name
+from publisher.commitlog.errors import CorruptSegmentError, UnsupportedSegmentError
+
+_MARKER = struct.Struct(">iI")
+_COMPRESSED_MARKER = struct.Struct(">iIi")
+_SIZE = struct.Struct(">iI")
+_CRC = struct.Struct(">I")
+ENTRY_OVERHEAD = 12
+_HEADER_READ = 64 * 1024  # the JSON parameters are tiny; this always covers the header
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One framed, CRC-checked mutation: where it starts and ends, and its bytes."""
+
+    start: int
+    position: int
+    payload: bytes
+
+
+class SegmentReader:
+    """Iterates the entries of one segment file, one sync section in memory at a time."""
+
+    def __init__(self, path: Path | str, until: int | None = None, resume_from: int = 0) -> None:
+        """`until`: read no section ending past this logical offset (a live segment's idx
+        offset); None reads to the end of valid data. `resume_from`: skip entries whose end
+        position is at or before it."""
+        self.path = Path(path)
+        self.until = until
+        self.resume_from = resume_from
+        self.file_size = os.path.getsize(self.path)
+        with open(self.path, "rb") as fh:
+            head = fh.read(_HEADER_READ)
+        self.descriptor: Descriptor = parse_descriptor(head, str(self.path))
+        named = parse_name(self.path)
+        if named is not None and named[1] != self.descriptor.segment_id:
+            raise CorruptSegmentError(
+                str(self.path), 4, f"segment id {self.descriptor.segment_id} in the header "
+                                   f"differs from the file name's {named[1]}")
+        if self.descriptor.encrypted:
+            raise UnsupportedSegmentError(
+                str(self.path), 0, "encrypted commit log segments (transparent data encryption) "
+                                   "are not supported: the key lives in the node's keystore")
+        compressor = self.descriptor.compressor
+        if compressor is not None and compressor not in DECOMPRESSORS:
+            raise UnsupportedSegmentError(str(self.path), 0,
+                                          f"unknown commit log compressor {compressor}")
+        # Bytes of valid data seen so far (logical); the resume point of the next read.
+        self.last_position = max(resume_from, self.descriptor.header_length)
+
+    # ---- iteration ------------------------------------------------------------------------
+    def entries(self) -> Iterator[Entry]:
+        """Yield each entry after `resume_from`; raise CorruptSegmentError where data breaks."""
+        if self.descriptor.compressor is None:
+            yield from self._plain()
+        else:
+            yield from self._compressed()
+
+    def _marker_crc(self, offset: int) -> int:
+        sid = self.descriptor.segment_id
+        return zlib.crc32(struct.pack(">iii", sid & 0xFFFFFFFF, (sid >> 32) & 0xFFFFFFFF, offset))
+
+    def _corrupt(self, offset: int, reason: str) -> CorruptSegmentError:
+        return CorruptSegmentError(str(self.path), offset, reason)
+
+    def _plain(self) -> Iterator[Entry]:
+        size = self.file_size
+        offset = self.descriptor.header_length
+        with open(self.path, "rb") as fh:
+            while True:
+                if self.until is not None and offset >= self.until:
+                    return
+                if offset + _MARKER.size > size:
+                    if offset < size and any(_read(fh, offset, size - offset)):
+                        raise self._corrupt(offset, "truncated sync marker at end of file")
+                    return
+                nxt, crc = _MARKER.unpack(_read(fh, offset, _MARKER.size))
+                if crc != self._marker_crc(offset):
+                    if nxt == 0 and crc == 0:
+                        return  # the zero marker after the last synced section
+                    raise self._corrupt(offset, f"sync marker CRC mismatch (next={nxt})")
+                if nxt < offset + _MARKER.size:
+                    raise self._corrupt(offset, f"sync marker points backwards (next={nxt})")
+                if self.until is not None and nxt > self.until:
+                    return  # section not covered by the synced offset yet
+                end = min(nxt, size)
+                if nxt > self.resume_from:
+                    data = _read(fh, offset + _MARKER.size, end - offset - _MARKER.size)
+                    yield from self._section(data, offset + _MARKER.size)
+                if nxt > size:
+                    raise self._corrupt(size, f"file ends at {size} inside the section that "
+                                              f"starts at {offset} and should end at {nxt}")
+                self.last_position = max(self.last_position, nxt)
+                offset = nxt
+
+    def _compressed(self) -> Iterator[Entry]:
+        size = self.file_size
+        decompress = DECOMPRESSORS[self.descriptor.compressor or ""]
+        offset = logical = self.descriptor.header_length
+        with open(self.path, "rb") as fh:
+            while True:
+                if offset == size:
+                    return
+                if offset + _COMPRESSED_MARKER.size > size:
+                    raise self._corrupt(offset, "truncated section header at end of file")
+                nxt, crc, length = _COMPRESSED_MARKER.unpack(
+                    _read(fh, offset, _COMPRESSED_MARKER.size))
+                if crc != self._marker_crc(offset):
+                    if nxt == 0 and crc == 0:
+                        return
+                    raise self._corrupt(offset, f"sync marker CRC mismatch (next={nxt})")
+                if nxt < offset + _COMPRESSED_MARKER.size or nxt > size or length < 0:
+                    raise self._corrupt(offset, f"bad compressed section (next={nxt}, "
+                                                f"uncompressed length={length}, file={size})")
+                data_start = logical + _MARKER.size
+                logical_end = data_start + length
+                if self.until is not None and logical_end > self.until:
+                    return
+                if logical_end > self.resume_from:
+                    block = _read(fh, offset + _COMPRESSED_MARKER.size,
+                                  nxt - offset - _COMPRESSED_MARKER.size)
+                    try:
+                        data = decompress(block, length)
+                    except Exception as exc:  # every codec raises its own error types
+                        raise self._corrupt(offset, f"section does not decompress ("
+                                                    f"{self.descriptor.compressor}): {exc}") \
+                            from exc
+                    if len(data) != length:
+                        raise self._corrupt(offset, f"section decompressed to {len(data)} "
+                                                    f"bytes, header says {length}")
+                    yield from self._section(data, data_start, file_offset=offset)
+                self.last_position = max(self.last_position, logical_end)
+                offset, logical = nxt, logical_end
+
+    def _section(self, data: bytes, base: int, file_offset: int | None = None) -> Iterator[Entry]:
+        """Entries of one section's data, which starts at logical position `base`."""
+        where = "" if file_offset is None else f" (compressed section at file offset " \
+                                               f"{file_offset})"
+        p = 0
+        n = len(data)
+        resume = self.resume_from
+        crc32 = zlib.crc32
+        while p < n:
+            if n - p < _SIZE.size:
+                if any(data[p:]):
+                    raise self._corrupt(base + p, "stray bytes at the end of a section" + where)
+                return
+            size, size_crc = _SIZE.unpack_from(data, p)
+            if size == 0:
+                # Cassandra's end-of-segment marker; only zeros may follow it.
+                if any(data[p:]):
+                    raise self._corrupt(base + p, "zero entry size followed by data" + where)
+                return
+            size_bytes = data[p:p + 4]
+            if size < 10:
+                raise self._corrupt(base + p, f"invalid entry size {size}" + where)
+            if crc32(size_bytes) != size_crc:
+                raise self._corrupt(base + p, f"entry size CRC mismatch (size {size})" + where)
+            end = p + ENTRY_OVERHEAD + size
+            if end > n:
+                raise self._corrupt(base + p, f"entry of {size} bytes runs past the end of its "
+                                              f"section" + where)
+            payload = data[p + 8:p + 8 + size]
+            (stored,) = _CRC.unpack_from(data, end - 4)
+            if crc32(payload, crc32(size_bytes)) != stored:
+                raise self._corrupt(base + p, f"entry CRC mismatch (size {size})" + where)
+            position = base + end
+            if position > resume:
+                yield Entry(base + p, position, bytes(payload))
+                self.last_position = position
+            p = end
+
+
+def _read(fh, offset: int, length: int) -> bytes:
+    fh.seek(offset)
+    return fh.read(length)

@@ -1,0 +1,111 @@
+"""Where the decoder gets table schemas: a JSON schema file, or system_schema over CQL."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from pathlib import Path
+from typing import Any, Protocol
+
+from shared.schema import TableSchema, catalog_from_json
+
+log = logging.getLogger(__name__)
+
+
+class SchemaSource(Protocol):
+    """Resolves table ids to schemas; `refresh` re-reads the source (after an unknown id)."""
+
+    def table(self, table_id: uuid.UUID) -> TableSchema | None:
+        """The table with this id, or None if the source does not know it."""
+        ...
+
+    def refresh(self) -> bool:
+        """Re-read the source; True when that worked (the cache is then current)."""
+        ...
+
+
+class FileSchemaSource:
+    """Schemas from a JSON schema file (format in shared/schema.py and the README)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.tables: dict[uuid.UUID, TableSchema] = {}
+        self.refresh()
+
+    def table(self, table_id: uuid.UUID) -> TableSchema | None:
+        """The table with this id, or None."""
+        return self.tables.get(table_id)
+
+    def refresh(self) -> bool:
+        """Re-read the file."""
+        try:
+            doc = json.loads(self.path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot read schema file {self.path}: {exc}") from exc
+        self.tables = catalog_from_json(doc)
+        return True
+
+
+class CassandraSchemaSource:
+    """Schemas read from a node's system_schema tables through cassandra-driver.
+
+    Keeps the last good copy: when Cassandra is unreachable, `refresh` returns False and the
+    cached schemas stay in use.
+    """
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.tables: dict[uuid.UUID, TableSchema] = {}
+        if not self.refresh():
+            raise ConnectionError("could not read system_schema from Cassandra")
+
+    def table(self, table_id: uuid.UUID) -> TableSchema | None:
+        """The table with this id, or None."""
+        return self.tables.get(table_id)
+
+    def refresh(self) -> bool:
+        """Re-read system_schema; False (and keep the cache) if Cassandra does not answer."""
+        try:
+            doc = read_system_schema(self.session)
+        except Exception as exc:  # noqa: BLE001 — any driver failure: keep the cached schemas
+            log.warning("schema refresh from Cassandra failed, keeping %d cached tables: %s",
+                        len(self.tables), exc)
+            return False
+        self.tables = catalog_from_json(doc)
+        return True
+
+
+def read_system_schema(session: Any) -> dict[str, Any]:
+    """Every table, column, dropped column and UDT of the node, as a schema document."""
+    types: dict[str, dict[str, list[list[str]]]] = {}
+    for row in session.execute("SELECT keyspace_name, type_name, field_names, field_types "
+                               "FROM system_schema.types"):
+        types.setdefault(row.keyspace_name, {})[row.type_name] = [
+            [f, t] for f, t in zip(row.field_names, row.field_types, strict=True)]
+    columns: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in session.execute("SELECT keyspace_name, table_name, column_name, kind, position, "
+                               "clustering_order, type FROM system_schema.columns"):
+        columns.setdefault((row.keyspace_name, row.table_name), []).append(
+            {"name": row.column_name, "kind": row.kind, "position": max(row.position, 0),
+             "clustering_order": row.clustering_order, "type": row.type})
+    dropped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    # Some system tables record drop times beyond Python's datetime range: read them as
+    # milliseconds.
+    for row in session.execute("SELECT keyspace_name, table_name, column_name, "
+                               "CAST(dropped_time AS bigint) AS dropped_ms, kind, type "
+                               "FROM system_schema.dropped_columns"):
+        dropped.setdefault((row.keyspace_name, row.table_name), []).append(
+            {"name": row.column_name, "kind": row.kind or "regular", "type": row.type,
+             "dropped_time": (row.dropped_ms or 0) * 1000})
+    tables = []
+    for row in session.execute("SELECT keyspace_name, table_name, id, cdc, gc_grace_seconds, "
+                               "default_time_to_live FROM system_schema.tables"):
+        key = (row.keyspace_name, row.table_name)
+        tables.append({
+            "keyspace": row.keyspace_name, "table": row.table_name, "id": str(row.id),
+            "cdc": bool(row.cdc), "gc_grace_seconds": row.gc_grace_seconds,
+            "default_time_to_live": row.default_time_to_live,
+            "columns": columns.get(key, []), "dropped_columns": dropped.get(key, []),
+        })
+    return {"format": 1, "types": types, "tables": tables}
