@@ -67,12 +67,15 @@ class _Col:
 class _Table:
     """Per-table decoding state, built once per table id."""
 
-    __slots__ = ("by_name", "clustering_fixed", "schema")
+    __slots__ = ("by_name", "clustering_fixed", "headers", "schema")
 
     def __init__(self, schema: TableSchema) -> None:
         self.schema = schema
         self.by_name: dict[bytes, _Col] = {}
         self.clustering_fixed = [c.type.fixed_length for c in schema.clustering]
+        # Column-list headers seen before, as (raw bytes, resolved columns): most updates of
+        # a table repeat one of a few, and a prefix check is far cheaper than re-parsing.
+        self.headers: list[tuple[bytes, list[_Col]]] = []
 
     def column(self, name: bytes) -> _Col:
         col = self.by_name.get(name)
@@ -124,6 +127,11 @@ class MutationDecoder:
     def _decode(self, buf: bytes, unsigned_ldt: bool) -> Mutation:
         n = len(buf)
         count, p = _uvint(buf, 0)
+        if count == 1:  # the common case, without the cross-update checks
+            update, p = self._partition_update(buf, p, n, unsigned_ldt)
+            if p != n:
+                raise DecodeError(f"{n - p} bytes left after the last partition update")
+            return Mutation(update.table.keyspace, update.partition_key, [update])
         if count <= 0 or count > n:
             raise DecodeError(f"bad partition update count {count}")
         updates: list[PartitionUpdate] = []
@@ -145,7 +153,8 @@ class MutationDecoder:
                           unsigned_ldt: bool) -> tuple[PartitionUpdate, int]:
         if p + 16 > n:
             raise DecodeError("truncated table id")
-        table = self._table(buf[p:p + 16])
+        raw_id = buf[p:p + 16]
+        table = self._tables.get(raw_id) or self._table(raw_id)
         klen, p = _uvint(buf, p + 16)
         if p + klen > n:
             raise DecodeError("partition key runs past the end of the mutation")
@@ -154,16 +163,26 @@ class MutationDecoder:
         flags = buf[p]
         p += 1
         if flags & _IS_EMPTY:
-            return PartitionUpdate(table.schema, key, None, None, []), p
+            return PartitionUpdate(table.schema, key, None, None, [], []), p
         # EncodingStats: the bases of every delta below.
         u, p = _uvint(buf, p)
         min_ts = ((u + TIMESTAMP_EPOCH) & _U64)
         if min_ts >= _S64:
             min_ts -= 1 << 64
-        u, p = _uvint(buf, p)
-        min_ldt = _s32(u) + DELETION_TIME_EPOCH
-        u, p = _uvint(buf, p)
-        min_ttl = _s32(u)
+        u = buf[p]
+        if u < 0x80:  # the usual case: no deletions or TTLs, one-byte deltas
+            min_ldt = u + DELETION_TIME_EPOCH
+            p += 1
+        else:
+            u, p = _uvint(buf, p)
+            min_ldt = _s32(u) + DELETION_TIME_EPOCH
+        u = buf[p]
+        if u < 0x80:
+            min_ttl = u
+            p += 1
+        else:
+            u, p = _uvint(buf, p)
+            min_ttl = _s32(u)
         ctx = (min_ts, min_ldt, min_ttl, unsigned_ldt)
 
         statics: list[_Col] = []
@@ -182,6 +201,8 @@ class MutationDecoder:
                                       True)
         if flags & _HAS_ROW_ESTIMATE:
             _, p = _uvint(buf, p)
+        rows: list[Row] = []
+        markers: list[RangeTombstoneMarker] = []
         unfiltered: list[Row | RangeTombstoneMarker] = []
         while True:
             rflags = buf[p]
@@ -196,13 +217,20 @@ class MutationDecoder:
                     raise DecodeError("static row among the clustering rows")
             if rflags & _IS_MARKER:
                 marker, p = self._marker(table, buf, p, n, ctx)
+                markers.append(marker)
                 unfiltered.append(marker)
             else:
                 row, p = self._row(table, buf, p, n, rflags, ext, regulars, ctx, False)
+                rows.append(row)
                 unfiltered.append(row)
-        return PartitionUpdate(table.schema, key, pdel, static_row, unfiltered), p
+        return PartitionUpdate(table.schema, key, pdel, static_row, rows, markers,
+                               unfiltered if markers else rows), p
 
     def _columns(self, table: _Table, buf: bytes, p: int) -> tuple[list[_Col], int]:
+        for raw, cols in table.headers:
+            if buf.startswith(raw, p):
+                return cols, p + len(raw)
+        start = p
         count, p = _uvint(buf, p)
         cols = []
         column = table.column
@@ -210,6 +238,8 @@ class MutationDecoder:
             ln, p = _uvint(buf, p)
             cols.append(column(buf[p:p + ln]))
             p += ln
+        if len(table.headers) < 16:
+            table.headers.append((buf[start:p], cols))
         return cols, p
 
     def _row(self, table: _Table, buf: bytes, p: int, n: int, flags: int, ext: int,
@@ -220,7 +250,9 @@ class MutationDecoder:
         if not is_static and table.clustering_fixed:
             clustering, p = _clustering(buf, p, n, table.clustering_fixed)
         liveness = None
-        row_ts = row_ttl = 0
+        # Without row liveness, a "use the row's timestamp" cell gets Cassandra's NO_TIMESTAMP.
+        row_ts = LIVE_MARKED_FOR_DELETE_AT
+        row_ttl = 0
         row_exp = None
         if flags & _HAS_TIMESTAMP:
             u, p = _uvint(buf, p)
@@ -245,6 +277,23 @@ class MutationDecoder:
         has_complex_deletion = flags & _HAS_COMPLEX_DELETION
         for col in present:
             if not col.complex:
+                if buf[p] == _CELL_ROW_TS:
+                    # Fast path for the most common cell (an INSERT's): live, the row's
+                    # timestamp, no TTL, a value.
+                    p += 1
+                    length = col.fixed
+                    if length < 0:
+                        length = buf[p]
+                        if length < 0x80:
+                            p += 1
+                        else:
+                            length, p = _uvint(buf, p)
+                    end = p + length
+                    if end > n:
+                        raise DecodeError(f"value of column {col.schema.name} runs past the end")
+                    cells.append(Cell(col.schema, None, buf[p:end], row_ts, 0, None, False))
+                    p = end
+                    continue
                 cell, p = _cell(buf, p, n, col, False, min_ts, min_ldt, min_ttl, unsigned_ldt,
                                 row_ts, row_ttl, row_exp)
                 cells.append(cell)

@@ -130,14 +130,16 @@ class PartitionUpdate:
 
     def __init__(self, table: TableSchema, partition_key: bytes,
                  partition_deletion: DeletionTime | None, static_row: Row | None,
-                 unfiltered: list[Row | RangeTombstoneMarker]) -> None:
+                 rows: list[Row], markers: list[RangeTombstoneMarker],
+                 unfiltered: list[Row | RangeTombstoneMarker] | None = None) -> None:
         self.table = table
         self.partition_key = partition_key
         self.partition_deletion = partition_deletion
         self.static_row = static_row
-        self.unfiltered = unfiltered  # rows and markers, in clustering order
-        self.rows = [u for u in unfiltered if type(u) is Row]
-        self.markers = [u for u in unfiltered if type(u) is RangeTombstoneMarker]
+        self.rows = rows
+        self.markers = markers
+        # rows and markers interleaved in clustering order (only kept when there are markers)
+        self.unfiltered = unfiltered if unfiltered is not None else rows
 
 
 class Mutation:

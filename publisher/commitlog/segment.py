@@ -12,7 +12,6 @@ import os
 import struct
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from publisher.commitlog.compression import DECOMPRESSORS
@@ -25,15 +24,20 @@ _SIZE = struct.Struct(">iI")
 _CRC = struct.Struct(">I")
 ENTRY_OVERHEAD = 12
 _HEADER_READ = 64 * 1024  # the JSON parameters are tiny; this always covers the header
+# Upper bound of one section's uncompressed size: Cassandra caps commit log segments at
+# 2 GiB, sane ones are 32-128 MiB; a damaged length must not drive a huge allocation.
+MAX_SECTION = 512 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
 class Entry:
     """One framed, CRC-checked mutation: where it starts and ends, and its bytes."""
 
-    start: int
-    position: int
-    payload: bytes
+    __slots__ = ("payload", "position", "start")
+
+    def __init__(self, start: int, position: int, payload: bytes) -> None:
+        self.start = start
+        self.position = position  # the logical end: Cassandra's CommitLogPosition
+        self.payload = payload
 
 
 class SegmentReader:
@@ -127,7 +131,8 @@ class SegmentReader:
                     if nxt == 0 and crc == 0:
                         return
                     raise self._corrupt(offset, f"sync marker CRC mismatch (next={nxt})")
-                if nxt < offset + _COMPRESSED_MARKER.size or nxt > size or length < 0:
+                if (nxt < offset + _COMPRESSED_MARKER.size or nxt > size or length < 0
+                        or length > MAX_SECTION):
                     raise self._corrupt(offset, f"bad compressed section (next={nxt}, "
                                                 f"uncompressed length={length}, file={size})")
                 data_start = logical + _MARKER.size
@@ -184,7 +189,7 @@ class SegmentReader:
                 raise self._corrupt(base + p, f"entry CRC mismatch (size {size})" + where)
             position = base + end
             if position > resume:
-                yield Entry(base + p, position, bytes(payload))
+                yield Entry(base + p, position, payload)
                 self.last_position = position
             p = end
 
