@@ -8,6 +8,7 @@ have expired (the workloads use long ones).
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -197,3 +198,74 @@ def _collection(column: Any, cells: list[Cell]) -> Any:
     fields = {codec.decode_cell_path(column, c.path):
               to_json_value(codec.decode_cell_value(column, c.path, c.value)) for c in cells}
     return {name: fields.get(name) for name in column.type.field_names}
+
+
+def select_rows(session: Any, keyspace: str, table: dict[str, Any]) -> list[dict[str, Any]]:
+    """`SELECT` every column of a table (JSON schema form) with WRITETIME and TTL of each cell.
+
+    For a non-frozen collection or UDT, Cassandra 5.0 returns a list: one write time or TTL
+    per element (or UDT field, null where unset). The session must use the pure-Python
+    result decoder (cassandra.protocol._ProtocolHandler): the compiled one rejects the
+    null elements those lists contain.
+    """
+    names = [c["name"] for c in table["columns"]]
+    meta = [(fn, c["name"]) for c in table["columns"]
+            if c["kind"] in ("regular", "static") and c["type"] != "counter"  # refused
+            for fn in ("writetime", "ttl")]
+    exprs = names + [f"{fn}({col}) AS {fn}_{col}" for fn, col in meta]
+    result = []
+    for row in session.execute(f"SELECT {', '.join(exprs)} FROM {keyspace}.{table['table']}"):
+        d = row._asdict()
+        entry = {"values": {n: to_json_value(d[n]) for n in names}, "writetime": {}, "ttl": {}}
+        for fn, col in meta:
+            entry[fn][col] = to_json_value(d[f"{fn}_{col}"])
+        result.append(entry)
+    return result
+
+
+def diff_rows(table: TableSchema, decoded: list[dict], selected: list[dict]) -> list[str]:
+    """Differences between folded decoded rows and SELECT results (TTLs within 1 s)."""
+    names = {c.name for c in table.columns}
+    selected = [{w: {c: v for c, v in r[w].items() if c in names} for w in r} for r in selected]
+    got, exp = _canonical(table, decoded), _canonical(table, selected)
+    problems = []
+    if len(got) != len(exp):
+        problems.append(f"{table.name}: {len(got)} rows decoded, {len(exp)} selected")
+    for g, e in zip(got, exp, strict=False):
+        if g["values"] != e["values"] or g["writetime"] != e["writetime"]:
+            problems.append(f"{table.name}: decoded {json.dumps(g)} != selected {json.dumps(e)}")
+        elif not _ttls_close(g["ttl"], e["ttl"]):
+            problems.append(f"{table.name}: TTLs {g['ttl']} != {e['ttl']}")
+    return problems
+
+
+def _canonical(table: TableSchema, rows: list[dict]) -> list[dict]:
+    """Rows sorted; set/map values and element write times/TTLs made order-free."""
+    types = {c.name: c.type for c in table.columns}
+
+    def norm(col: str, what: str, value: Any) -> Any:
+        t = types[col]
+        if not isinstance(value, list) or t.name == "udt":
+            return value
+        if what != "values" or (t.name in ("set", "map") and t.is_multicell):
+            return sorted(value, key=json.dumps)
+        return value
+
+    out = [{w: {c: norm(c, w, v) for c, v in r[w].items()} for w in ("values", "writetime",
+                                                                         "ttl")}
+           for r in rows]
+    return sorted(out, key=lambda r: json.dumps(r["values"], sort_keys=True))
+
+
+def _ttls_close(got: dict, exp: dict) -> bool:
+    def flat(v: Any) -> list:
+        return v if isinstance(v, list) else [v]
+
+    for col, e in exp.items():
+        g = got.get(col)
+        if len(flat(g)) != len(flat(e)):
+            return False
+        for a, b in zip(flat(g), flat(e), strict=True):
+            if (a is None) != (b is None) or (a is not None and abs(a - b) > 1):
+                return False
+    return True

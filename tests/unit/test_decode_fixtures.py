@@ -9,11 +9,10 @@ value, WRITETIME and TTL of every row of every workload table.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from reference import ReferenceTable
+from reference import ReferenceTable, diff_rows
 
 from publisher.commitlog.reader import CommitLogReader
 from publisher.schema_source import FileSchemaSource
@@ -29,27 +28,6 @@ def _decode(name: str):
     for seg in manifest["segments"]:
         mutations.extend(reader.read(FIXTURES / name / seg["file"]))
     return manifest, reader, mutations
-
-
-def _canonical(table_schema, rows: list[dict]) -> list:
-    """Rows sorted, with set/map values and element write times/TTLs order-free."""
-    kinds = {c.name: c.type for c in table_schema.columns}
-
-    def norm(col: str, what: str, value):
-        t = kinds[col]
-        if value is None or not isinstance(value, list):
-            return value
-        if what != "values" or (t.name in ("set", "map") and t.is_multicell):
-            if t.name == "udt":
-                return value  # per field, in field order
-            return sorted(value, key=json.dumps)
-        return value
-
-    out = []
-    for r in rows:
-        out.append({what: {c: norm(c, what, v) for c, v in r[what].items()}
-                    for what in ("values", "writetime", "ttl")})
-    return sorted(out, key=lambda r: json.dumps(r["values"], sort_keys=True))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -107,36 +85,26 @@ def test_folded_updates_equal_cassandras_select(name: str) -> None:
                 schemas[u.table.table] = u.table
                 by_table.setdefault(u.table.table, ReferenceTable(u.table)).apply(u)
     now_s = manifest["contents_queried_at_ms"] // 1000
-    mismatches = defaultdict(list)
+    problems = []
     for table, expected in manifest["contents"].items():
-        got = by_table[table].rows(now_s)
-        exp = _canonical(schemas[table], _without_dropped(expected, schemas[table]))
-        got = _canonical(schemas[table], got)
-        # Remaining TTLs are computed from the decoded expiry time; SELECT rounded the
-        # same instant, so allow one second.
-        if _strip_ttl(got) != _strip_ttl(exp) or not _ttls_close(got, exp):
-            mismatches[table] = [(g, e) for g, e in zip(got, exp, strict=False) if g != e][:3]
-            if len(got) != len(exp):
-                mismatches[table].append(f"{len(got)} rows decoded, {len(exp)} selected")
-    assert not mismatches, json.dumps(mismatches, indent=1, default=str)[:6000]
+        problems += diff_rows(schemas[table], by_table[table].rows(now_s), expected)
+    assert not problems, "\n".join(problems[:10])
 
 
-def _without_dropped(rows: list[dict], schema) -> list[dict]:
-    names = {c.name for c in schema.columns}
-    return [{w: {c: v for c, v in r[w].items() if c in names} for w in r} for r in rows]
-
-
-def _strip_ttl(rows: list[dict]) -> list[dict]:
-    return [{"values": r["values"], "writetime": r["writetime"]} for r in rows]
-
-
-def _ttls_close(got: list[dict], exp: list[dict]) -> bool:
-    def flat(v):
-        return v if isinstance(v, list) else [v]
-
-    for g, e in zip(got, exp, strict=True):
-        for col in e["ttl"]:
-            for a, b in zip(flat(g["ttl"].get(col)), flat(e["ttl"][col]), strict=True):
-                if (a is None) != (b is None) or (a is not None and abs(a - b) > 1):
-                    return False
-    return True
+def test_comparison_catches_a_wrong_value_or_timestamp() -> None:
+    manifest, _, mutations = _decode("v7")
+    table = next(u.table for m in mutations for u in m.updates if u.table.table == "ttls")
+    ref = ReferenceTable(table)
+    for m in mutations:
+        for u in m.updates:
+            if u.table.table == "ttls":
+                ref.apply(u)
+    rows = ref.rows(manifest["contents_queried_at_ms"] // 1000)
+    expected = manifest["contents"]["ttls"]
+    assert diff_rows(table, rows, expected) == []
+    rows[0]["values"]["a"] = "changed"
+    assert diff_rows(table, rows, expected)
+    rows[0]["values"]["a"] = expected[0]["values"]["a"]
+    rows[1]["writetime"]["b"] = 1
+    assert diff_rows(table, rows, expected)
+    assert diff_rows(table, rows[1:], expected)
