@@ -9,12 +9,17 @@ have expired (the workloads use long ones).
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from publisher.cdc_index import read_cdc_index
 from publisher.commitlog.model import Cell, PartitionUpdate, RangeTombstoneMarker
+from publisher.commitlog.reader import CommitLogReader
+from publisher.schema_source import read_system_schema
 from shared import codec
 from shared.jsonvalues import to_json_value
 from shared.schema import TableSchema
@@ -269,3 +274,61 @@ def _ttls_close(got: dict, exp: dict) -> bool:
             if (a is None) != (b is None) or (a is not None and abs(a - b) > 1):
                 return False
     return True
+
+
+def cdc_offsets(cdc_raw: Path) -> dict[str, int]:
+    """Synced offset of every indexed segment in cdc_raw."""
+    return {s.name: idx.offset for s in cdc_raw.glob("CommitLog-*.log")
+            if (idx := read_cdc_index(s)) is not None}
+
+
+def fold_new_cdc(cdc_raw: Path, before: dict[str, int], source: Any,
+                 keyspace: str) -> dict[str, ReferenceTable]:
+    """Once the idx offsets settle, decode what was synced since `before` and fold the
+    updates of `keyspace`'s tables, by table name."""
+    from support import wait_until
+
+    def settled() -> dict[str, int] | None:
+        first = cdc_offsets(cdc_raw)
+        time.sleep(2.2)  # two commit log sync periods
+        return first if first == cdc_offsets(cdc_raw) else None
+
+    offsets = wait_until(settled, 60, "CDC idx offsets to settle")
+    names = sorted((n for n, off in offsets.items() if off > before.get(n, 0)),
+                   key=lambda n: int(n.split("-")[2].split(".")[0]))
+    reader = CommitLogReader(source, skip_unknown=True)
+    tables: dict[str, ReferenceTable] = {}
+    for name in names:
+        idx = read_cdc_index(cdc_raw / name)
+        until = None if idx is not None and idx.completed else offsets[name]
+        for mutation in reader.read(cdc_raw / name, until=until):
+            for update in mutation.updates:
+                if update.table.keyspace == keyspace:
+                    tables.setdefault(update.table.table,
+                                      ReferenceTable(update.table)).apply(update)
+    return tables
+
+
+def compare_with_select(session: Any, keyspace: str, tables: dict[str, ReferenceTable],
+                        min_rows: int = 1) -> list[str]:
+    """diff_rows of every folded table against Cassandra's own SELECT of it."""
+    from cassandra.protocol import ProtocolHandler, _ProtocolHandler
+
+    session.client_protocol_handler = _ProtocolHandler  # see select_rows
+    try:
+        now_s = int(time.time())
+        problems = []
+        for t in read_system_schema(session)["tables"]:
+            if t["keyspace"] != keyspace:
+                continue
+            selected = select_rows(session, keyspace, t)
+            if len(selected) < min_rows:
+                problems.append(f"{t['table']}: only {len(selected)} rows selected")
+            folded = tables.get(t["table"])
+            if folded is None:
+                problems.append(f"{t['table']}: nothing decoded")
+                continue
+            problems += diff_rows(folded.table, folded.rows(now_s), selected)
+        return problems
+    finally:
+        session.client_protocol_handler = ProtocolHandler

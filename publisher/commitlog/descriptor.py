@@ -64,7 +64,7 @@ def parse_descriptor(head: bytes, path: str = "<segment>") -> Descriptor:
     if len(head) < end + 4:
         raise CorruptSegmentError(path, 0, "truncated header parameters")
     params_raw = bytes(head[_FIXED.size:end])
-    crc = zlib.crc32(struct.pack(">iiii", version, segment_id & 0xFFFFFFFF,
+    crc = zlib.crc32(struct.pack(">iIIi", version, segment_id & 0xFFFFFFFF,
                                  (segment_id >> 32) & 0xFFFFFFFF, plen) + params_raw)
     (stored,) = struct.unpack_from(">I", head, end)
     if crc != stored:

@@ -80,7 +80,7 @@ class SegmentReader:
 
     def _marker_crc(self, offset: int) -> int:
         sid = self.descriptor.segment_id
-        return zlib.crc32(struct.pack(">iii", sid & 0xFFFFFFFF, (sid >> 32) & 0xFFFFFFFF, offset))
+        return zlib.crc32(struct.pack(">IIi", sid & 0xFFFFFFFF, (sid >> 32) & 0xFFFFFFFF, offset))
 
     def _corrupt(self, offset: int, reason: str) -> CorruptSegmentError:
         return CorruptSegmentError(str(self.path), offset, reason)

@@ -17,12 +17,9 @@ import uuid
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reference import ReferenceTable, diff_rows, select_rows
-from support import wait_until
+from reference import cdc_offsets, compare_with_select, fold_new_cdc
 
-from publisher.cdc_index import read_cdc_index
-from publisher.commitlog.reader import CommitLogReader
-from publisher.schema_source import CassandraSchemaSource, read_system_schema
+from publisher.schema_source import CassandraSchemaSource
 
 pytestmark = pytest.mark.integration
 
@@ -179,11 +176,6 @@ def statement(draw, ks: str) -> str:
             f"WHERE k = {draw(st.integers(0, 5))}")
 
 
-def _offsets(cdc_raw) -> dict[str, int]:
-    return {s.name: idx.offset for s in cdc_raw.glob("CommitLog-*.log")
-            if (idx := read_cdc_index(s)) is not None}
-
-
 def test_random_statements_decode_to_what_cassandra_returns(stack, cql, keyspace) -> None:
     cql.execute(f"CREATE TYPE {keyspace}.pt (a int, b text)")
     columns = ", ".join(f"{c} {t}" for c, t in COLUMN_TYPES.items())
@@ -192,7 +184,7 @@ def test_random_statements_decode_to_what_cassandra_returns(stack, cql, keyspace
                 f"s set<int>, m map<text, bigint>, u pt, PRIMARY KEY ((p1, p2), c1, c2)) "
                 f"WITH cdc = true")
     cql.execute(f"CREATE TABLE {keyspace}.ctr (k int PRIMARY KEY, n counter) WITH cdc = true")
-    before = _offsets(stack.cdc_raw_dir)
+    before = cdc_offsets(stack.cdc_raw_dir)
     executed: list[str] = []
 
     @settings(max_examples=STATEMENTS // PER_EXAMPLE, deadline=None, database=None,
@@ -210,44 +202,7 @@ def test_random_statements_decode_to_what_cassandra_returns(stack, cql, keyspace
                    "USING TTL", "TIMESTAMP", "l = [", "+ l", "s = s -", "m[", "u.a", "s_set"):
         assert sum(marker in c for c in executed) >= 20, marker
 
-    # Wait until the synced offsets stop moving, then decode every segment that grew.
-    def settled() -> dict[str, int] | None:
-        first = _offsets(stack.cdc_raw_dir)
-        time.sleep(2.2)
-        return first if first == _offsets(stack.cdc_raw_dir) else None
-
-    offsets = wait_until(settled, 60, "CDC idx offsets to settle")
-    segments = sorted((n for n, off in offsets.items() if off > before.get(n, 0)),
-                      key=lambda n: int(n.split("-")[2].split(".")[0]))
-    source = CassandraSchemaSource(cql)
-    reader = CommitLogReader(source, skip_unknown=True)
-    tables = {}
-    for name in segments:
-        seg = stack.cdc_raw_dir / name
-        idx = read_cdc_index(seg)
-        until = None if idx is not None and idx.completed else offsets[name]
-        for mutation in reader.read(seg, until=until):
-            for update in mutation.updates:
-                if update.table.keyspace == keyspace:
-                    tables.setdefault(update.table.table, ReferenceTable(update.table)).apply(
-                        update)
+    tables = fold_new_cdc(stack.cdc_raw_dir, before, CassandraSchemaSource(cql), keyspace)
     assert set(tables) == {"r", "ctr"}
-
-    from cassandra.protocol import _ProtocolHandler
-
-    cql.client_protocol_handler = _ProtocolHandler  # see reference.select_rows
-    try:
-        now_s = int(time.time())
-        doc = read_system_schema(cql)
-        problems = []
-        for t in doc["tables"]:
-            if t["keyspace"] == keyspace:
-                selected = select_rows(cql, keyspace, t)
-                problems += diff_rows(tables[t["table"]].table, tables[t["table"]].rows(now_s),
-                                      selected)
-                assert len(selected) >= 5, f"{t['table']}: only {len(selected)} rows"
-    finally:
-        from cassandra.protocol import ProtocolHandler
-
-        cql.client_protocol_handler = ProtocolHandler
+    problems = compare_with_select(cql, keyspace, tables, min_rows=5)
     assert not problems, "\n".join(problems[:10])

@@ -59,7 +59,7 @@ def test_segments_match_manifest_and_headers(name: str) -> None:
             assert params["compressionClass"].endswith(compressor)
         else:
             assert params == {}
-        crc = zlib.crc32(struct.pack(">iiii", hdr_version, seg_id & 0xFFFFFFFF, seg_id >> 32,
+        crc = zlib.crc32(struct.pack(">iIIi", hdr_version, seg_id & 0xFFFFFFFF, seg_id >> 32,
                                      plen) + data[14:14 + plen])
         assert struct.unpack(">I", data[14 + plen:18 + plen])[0] == crc
 
