@@ -9,7 +9,8 @@ variables, no per-field helper objects): it decodes every row of every segment.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from publisher.commitlog.errors import (
@@ -45,6 +46,8 @@ _HAS_DELETION, _HAS_ALL_COLUMNS, _HAS_COMPLEX_DELETION, _EXTENSION = 0x10, 0x20,
 _IS_STATIC, _HAS_SHADOWABLE_DELETION = 0x01, 0x02
 # cell flags
 _CELL_DELETED, _CELL_EXPIRING, _CELL_EMPTY, _CELL_ROW_TS, _CELL_ROW_TTL = 1, 2, 4, 8, 16
+
+_NONE: Mapping[str, DeletionTime] = MappingProxyType({})
 
 # Number of leading one bits of a uvint's first byte = number of extra bytes.
 _EXTRA = bytes(8 - (b ^ 0xFF).bit_length() for b in range(256))
@@ -126,7 +129,11 @@ class MutationDecoder:
     # ---- the wire format ------------------------------------------------------------------
     def _decode(self, buf: bytes, unsigned_ldt: bool) -> Mutation:
         n = len(buf)
-        count, p = _uvint(buf, 0)
+        count = buf[0]
+        if count < 0x80:
+            p = 1
+        else:
+            count, p = _uvint(buf, 0)
         if count == 1:  # the common case, without the cross-update checks
             update, p = self._partition_update(buf, p, n, unsigned_ldt)
             if p != n:
@@ -155,7 +162,11 @@ class MutationDecoder:
             raise DecodeError("truncated table id")
         raw_id = buf[p:p + 16]
         table = self._tables.get(raw_id) or self._table(raw_id)
-        klen, p = _uvint(buf, p + 16)
+        klen = buf[p + 16]
+        if klen < 0x80:
+            p += 17
+        else:
+            klen, p = _uvint(buf, p + 16)
         if p + klen > n:
             raise DecodeError("partition key runs past the end of the mutation")
         key = buf[p:p + klen]
@@ -200,7 +211,10 @@ class MutationDecoder:
             static_row, p = self._row(table, buf, p + 2, n, rflags, buf[p + 1], statics, ctx,
                                       True)
         if flags & _HAS_ROW_ESTIMATE:
-            _, p = _uvint(buf, p)
+            if buf[p] < 0x80:
+                p += 1
+            else:
+                _, p = _uvint(buf, p)
         rows: list[Row] = []
         markers: list[RangeTombstoneMarker] = []
         unfiltered: list[Row | RangeTombstoneMarker] = []
@@ -255,7 +269,11 @@ class MutationDecoder:
         row_ttl = 0
         row_exp = None
         if flags & _HAS_TIMESTAMP:
-            u, p = _uvint(buf, p)
+            u = buf[p]
+            if u < 0x80:
+                p += 1
+            else:
+                u, p = _uvint(buf, p)
             row_ts = (u + min_ts) & _U64
             if row_ts >= _S64:
                 row_ts -= 1 << 64
@@ -273,8 +291,9 @@ class MutationDecoder:
         else:
             present, p = _subset(buf, p, header)
         cells: list[Cell] = []
-        complex_deletions: dict[str, DeletionTime] = {}
         has_complex_deletion = flags & _HAS_COMPLEX_DELETION
+        # Most rows have no complex deletion: share one read-only empty mapping.
+        complex_deletions: Mapping[str, DeletionTime] = {} if has_complex_deletion else _NONE
         for col in present:
             if not col.complex:
                 if buf[p] == _CELL_ROW_TS:
@@ -301,7 +320,7 @@ class MutationDecoder:
             if has_complex_deletion:
                 cdel, p = _deletion(buf, p, ctx)
                 if cdel.marked_for_delete_at != LIVE_MARKED_FOR_DELETE_AT:
-                    complex_deletions[col.schema.name] = cdel
+                    complex_deletions[col.schema.name] = cdel  # type: ignore[index]
             count, p = _uvint(buf, p)
             for _ in range(count):
                 cell, p = _cell(buf, p, n, col, True, min_ts, min_ldt, min_ttl, unsigned_ldt,

@@ -6,6 +6,8 @@ keyword-argument construction is measurably slower.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from shared.schema import ColumnSchema, TableSchema
 
 # ClusteringPrefix.Kind ordinals (range tombstone bound kinds).
@@ -86,7 +88,7 @@ class Row:
 
     def __init__(self, clustering: tuple[bytes | None, ...], liveness: Liveness | None,
                  deletion: DeletionTime | None, shadowable: bool, cells: list[Cell],
-                 complex_deletions: dict[str, DeletionTime], is_static: bool) -> None:
+                 complex_deletions: Mapping[str, DeletionTime], is_static: bool) -> None:
         self.clustering = clustering
         self.liveness = liveness
         self.deletion = deletion

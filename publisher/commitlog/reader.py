@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,13 +35,17 @@ class CommitLogReader:
         self.segment = segment
         version = segment.descriptor.messaging_version
         seg_id = segment.descriptor.segment_id
-        for entry in segment.entries():
-            mutation = self._decode(segment, entry.payload, version, entry.start)
-            if mutation is None:
-                continue
+        decode = self.decoder.decode
+        for start, position, payload in segment.entries():
+            try:
+                mutation = decode(payload, version)
+            except DecodeError:
+                mutation = self._decode(segment, payload, version, start)
+                if mutation is None:
+                    continue
             mutation.segment_id = seg_id
-            mutation.start = entry.start
-            mutation.position = entry.position
+            mutation.start = start
+            mutation.position = position
             yield mutation
 
     def _decode(self, segment: SegmentReader, payload: bytes, version: int,
@@ -66,6 +69,3 @@ class CommitLogReader:
         return None
 
 
-def table_id_of(raw: bytes) -> str:
-    """Table id bytes as the UUID string system_schema shows."""
-    return str(uuid.UUID(bytes=raw))

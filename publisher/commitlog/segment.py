@@ -29,15 +29,9 @@ _HEADER_READ = 64 * 1024  # the JSON parameters are tiny; this always covers the
 MAX_SECTION = 512 * 1024 * 1024
 
 
-class Entry:
-    """One framed, CRC-checked mutation: where it starts and ends, and its bytes."""
-
-    __slots__ = ("payload", "position", "start")
-
-    def __init__(self, start: int, position: int, payload: bytes) -> None:
-        self.start = start
-        self.position = position  # the logical end: Cassandra's CommitLogPosition
-        self.payload = payload
+# One framed, CRC-checked mutation: (start, position, payload). `position` is the entry's
+# logical end, Cassandra's CommitLogPosition. A plain tuple: it is made for every mutation.
+Entry = tuple[int, int, bytes]
 
 
 class SegmentReader:
@@ -189,7 +183,7 @@ class SegmentReader:
                 raise self._corrupt(base + p, f"entry CRC mismatch (size {size})" + where)
             position = base + end
             if position > resume:
-                yield Entry(base + p, position, payload)
+                yield (base + p, position, payload)
                 self.last_position = position
             p = end
 
