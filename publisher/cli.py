@@ -21,17 +21,22 @@ from publisher.schema_source import (
 def publisher() -> None:
     """The node agent: reads CDC commit log segments, publishes row updates to Kafka.
 
-    So far: `dump` (decode a segment to JSON lines) and `schema` (export the schema file
-    `dump --schema` reads). The agent itself (`run`) comes with issue 4.
+    `run` is the agent; `status` asks a running one what it is doing; `dump` decodes one
+    segment to JSON lines; `schema` exports the schema file `dump --schema` reads.
     """
 
 
-def _connect(host: str, port: int):
+def _connect(host: str | list[str], port: int, username: str | None = None,
+             password: str | None = None):
+    from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import RoundRobinPolicy
 
     profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy(), request_timeout=30)
-    cluster = Cluster([host], port=port, execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+    auth = PlainTextAuthProvider(username, password) if username else None
+    hosts = [host] if isinstance(host, str) else host
+    cluster = Cluster(hosts, port=port, auth_provider=auth, protocol_version=5,
+                      execution_profiles={EXEC_PROFILE_DEFAULT: profile})
     try:
         return cluster, cluster.connect()
     except Exception as exc:
@@ -115,3 +120,117 @@ def schema(host: str, port: int) -> None:
         click.echo(json.dumps(read_system_schema(session), indent=1))
     finally:
         cluster.shutdown()
+
+
+_CONFIG = click.option("--config", "config_file",
+                       type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                       help="YAML config (example: deploy/publisher.yaml).")
+_SET = click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
+                    help="Override one setting (repeatable); after the file and the "
+                         "CASSCADE_<SECTION>__<KEY> environment variables.")
+
+
+def _config(config_file: Path | None, overrides: tuple[str, ...]):
+    from publisher.settings import PublisherConfig
+    from shared.config import ConfigError, load
+
+    try:
+        return load(PublisherConfig, config_file, overrides)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@publisher.command()
+@_CONFIG
+@_SET
+@click.option("--print-config", is_flag=True, help="Print the effective config and exit.")
+def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool) -> None:
+    """Run the node agent: follow cdc_raw, publish every CDC row update to Kafka, delete
+    (or archive) each segment once it is COMPLETED and fully acknowledged.
+
+    Stops cleanly on SIGTERM/SIGINT: waits (up to 30 s) for in-flight records and saves
+    its position; a restart resumes from the last acknowledged position (at-least-once).
+    """
+    import signal
+
+    from publisher.agent import Agent
+    from publisher.http_server import serve
+    from publisher.kafka_sink import KafkaSink
+    from publisher.offset_store import OffsetStore
+    from shared.config import to_dict
+    from shared.logs import setup_logging
+    from shared.metrics import Registry
+
+    cfg = _config(config_file, overrides)
+    if print_config:
+        click.echo(json.dumps(to_dict(cfg), indent=1))
+        return
+    setup_logging(cfg.log.level, cfg.log.format)
+    if not cfg.cdc.cdc_raw.is_dir():
+        raise click.ClickException(f"cdc.cdc_raw {cfg.cdc.cdc_raw} is not a directory")
+    cluster = None
+    source: SchemaSource
+    if cfg.cassandra.schema_file is not None:
+        source = FileSchemaSource(cfg.cassandra.schema_file)
+    else:
+        cluster, session = _connect(cfg.cassandra.contact_points, cfg.cassandra.port,
+                                    cfg.cassandra.username, cfg.cassandra.password)
+        source = CassandraSchemaSource(session)
+    metrics = Registry()
+    sink = KafkaSink(cfg.kafka.bootstrap_servers, cfg.kafka.topic_prefix,
+                     cfg.kafka.partitions, cfg.kafka.replication_factor, cfg.kafka.producer,
+                     metrics)
+    store = OffsetStore(cfg.state.path / "offsets")
+    agent = Agent(cfg, source, sink, store, metrics)
+    http = serve(cfg.http.host, cfg.http.port, metrics, agent.status,
+                 lambda: agent.last_loop) if cfg.http.port else None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: agent.stop.set())
+    try:
+        agent.run()
+    finally:
+        if http is not None:
+            http.shutdown()
+        store.close()
+        if cluster is not None:
+            cluster.shutdown()
+
+
+@publisher.command()
+@_CONFIG
+@_SET
+def status(config_file: Path | None, overrides: tuple[str, ...]) -> None:
+    """Print the agent's current segment, positions and lag (from its /status endpoint,
+    or from its offset store when it is not running)."""
+    import urllib.request
+
+    from publisher.offset_store import OffsetStore
+
+    cfg = _config(config_file, overrides)
+    url = f"http://{cfg.http.host}:{cfg.http.port}/status"
+    try:
+        with urllib.request.urlopen(url, timeout=3) as resp:
+            doc = json.loads(resp.read())
+    except OSError:
+        click.echo(f"agent not answering on {url}; saved progress:")
+        path = cfg.state.path / "offsets"
+        if not path.exists():
+            raise click.ClickException(f"no offset store at {path}") from None
+        store = OffsetStore(path, read_only=True)
+        try:
+            for seg_id, state in sorted(store.segments().items()):
+                click.echo(f"  segment {seg_id}: acknowledged up to {state.watermark}, "
+                           f"kept back {len(state.kept_back)}")
+        finally:
+            store.close()
+        return
+    current = doc.get("current") or {}
+    click.echo(f"current segment: {current.get('segment', '-')}  "
+               f"read {current.get('read_position')}  acked {current.get('acked_position')}  "
+               f"synced {current.get('synced_offset')}")
+    click.echo(f"lag: {doc['lag_bytes']:.0f} bytes, {doc['lag_seconds']:.1f} s; "
+               f"in flight: {doc['in_flight_records']} records")
+    for seg_id, seg in doc["segments"].items():
+        extra = f", DAMAGED: {seg['damaged']}" if seg["damaged"] else ""
+        click.echo(f"  segment {seg_id}: acked {seg['acked_position']}, read "
+                   f"{seg['read_position']}, kept back {seg['kept_back']}{extra}")

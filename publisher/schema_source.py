@@ -72,7 +72,12 @@ class CassandraSchemaSource:
             log.warning("schema refresh from Cassandra failed, keeping %d cached tables: %s",
                         len(self.tables), exc)
             return False
-        self.tables = catalog_from_json(doc)
+        fresh = catalog_from_json(doc)
+        # Keep tables that disappeared (dropped): mutations written before the drop are still
+        # in the commit log and decode with the last schema seen.
+        for table_id, table in self.tables.items():
+            fresh.setdefault(table_id, table)
+        self.tables = fresh
         return True
 
 

@@ -30,3 +30,7 @@ cli.add_command(dev)
 def main() -> None:
     """Console-script entry point."""
     cli()
+
+
+if __name__ == "__main__":
+    main()

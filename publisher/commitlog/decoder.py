@@ -101,17 +101,29 @@ class MutationDecoder:
     def __init__(self, lookup: SchemaLookup) -> None:
         self._lookup = lookup
         self._tables: dict[bytes, _Table] = {}
+        self._unknown: dict[bytes, str] = {}  # ids the lookup did not know, until forget()
 
     def forget(self) -> None:
-        """Drop cached table layouts (after a schema refresh)."""
+        """Drop cached table layouts and unknown ids (after a schema refresh)."""
         self._tables.clear()
+        self._unknown.clear()
+
+    def cached_table(self, raw_id: bytes) -> TableSchema | None:
+        """The schema of a table id already met (no lookup), or None."""
+        table = self._tables.get(raw_id)
+        return table.schema if table is not None else None
 
     def _table(self, raw_id: bytes) -> _Table:
         table = self._tables.get(raw_id)
         if table is None:
+            known_unknown = self._unknown.get(raw_id)
+            if known_unknown is not None:
+                raise DecodeError(f"unknown table id {known_unknown}", UnknownTableError,
+                                  table_id=known_unknown)
             table_id = uuid.UUID(bytes=raw_id)
             schema = self._lookup(table_id)
             if schema is None:
+                self._unknown[raw_id] = str(table_id)
                 raise DecodeError(f"unknown table id {table_id}", UnknownTableError,
                                   table_id=str(table_id))
             table = self._tables[raw_id] = _Table(schema)

@@ -26,7 +26,24 @@ class CommitLogReader:
         self.skip_unknown = skip_unknown
         self.decoder = MutationDecoder(schema.table)
         self.skipped: Counter[str] = Counter()
+        # (segment path, entry start, table id) of every skipped mutation, for a later retry
+        self.skipped_at: list[tuple[str, int, str]] = []
         self._refreshed_for: set[str] = set()
+        self._schema_dirty = False
+
+    def allow_refresh(self) -> None:
+        """Let unknown table ids trigger a schema refresh again (e.g. on a retry timer)."""
+        self._refreshed_for.clear()
+
+    def schema_changed(self) -> None:
+        """A system_schema mutation was read: re-read the schema before the next mutation of
+        any other keyspace (one refresh for a run of schema mutations, not one each)."""
+        self._schema_dirty = True
+
+    def _is_schema_mutation(self, payload: bytes) -> bool:
+        # The first partition update's table id sits right after a one-byte count.
+        table = self.decoder.cached_table(payload[1:17]) if payload[:1] == b"\x01" else None
+        return table is not None and table.keyspace == "system_schema"
 
     def read(self, path: Path | str, until: int | None = None,
              resume_from: int = 0) -> Iterator[Mutation]:
@@ -37,6 +54,10 @@ class CommitLogReader:
         seg_id = segment.descriptor.segment_id
         decode = self.decoder.decode
         for start, position, payload in segment.entries():
+            if self._schema_dirty and not self._is_schema_mutation(payload):
+                self._schema_dirty = False
+                if self.schema.refresh():
+                    self.decoder.forget()
             try:
                 mutation = decode(payload, version)
             except DecodeError:
@@ -50,22 +71,21 @@ class CommitLogReader:
 
     def _decode(self, segment: SegmentReader, payload: bytes, version: int,
                 start: int) -> Mutation | None:
-        for attempt in (1, 2):
-            try:
-                return self.decoder.decode(payload, version)
-            except DecodeError as exc:
-                if exc.error_class is UnknownTableError and exc.table_id is not None:
-                    if attempt == 1 and exc.table_id not in self._refreshed_for:
-                        self._refreshed_for.add(exc.table_id)
-                        if self.schema.refresh():
-                            self.decoder.forget()
-                            continue
-                    if self.skip_unknown:
-                        self.skipped[exc.table_id] += 1
-                        return None
-                    raise UnknownTableError(str(segment.path), start, exc.table_id) from exc
+        """The slow path after a DecodeError: refresh once for a new unknown table id, then
+        skip (counted) or raise the typed error."""
+        try:
+            return self.decoder.decode(payload, version)
+        except DecodeError as exc:
+            if exc.error_class is not UnknownTableError or exc.table_id is None:
                 raise exc.error_class(str(segment.path), start,
                                       f"mutation at {start}: {exc.reason}") from exc
-        return None
-
-
+            if exc.table_id not in self._refreshed_for:
+                self._refreshed_for.add(exc.table_id)
+                if self.schema.refresh():
+                    self.decoder.forget()
+                    return self._decode(segment, payload, version, start)
+            if self.skip_unknown:
+                self.skipped[exc.table_id] += 1
+                self.skipped_at.append((str(segment.path), start, exc.table_id))
+                return None
+            raise UnknownTableError(str(segment.path), start, exc.table_id) from exc

@@ -1,0 +1,142 @@
+"""Kafka side of the publisher: topics, the schema topic, and acknowledged produce."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from shared.metrics import Registry
+from shared.schema import TableSchema
+
+log = logging.getLogger(__name__)
+
+
+def raw_topic(prefix: str, keyspace: str, table: str) -> str:
+    """`<prefix>.raw.<keyspace>.<table>`"""
+    return f"{prefix}.raw.{keyspace}.{table}"
+
+
+def schema_topic(prefix: str) -> str:
+    """`<prefix>.schemas` (compacted; key = schema hash)."""
+    return f"{prefix}.schemas"
+
+
+def schema_record(table: TableSchema) -> bytes:
+    """The schema topic value: the table as the publisher decoded it (shared/schema.py)."""
+    body = table.to_json() | {"schema_hash": table.schema_hash,
+                              "types": {k: [list(f) for f in v]
+                                        for k, v in sorted(table.udts.items())}}
+    return json.dumps(body, sort_keys=True).encode()
+
+
+class KafkaSink:
+    """Produces with acks=all and idempotence; never drops a record, however long Kafka is
+    away: a full local queue makes `produce` wait (and the reader with it)."""
+
+    def __init__(self, bootstrap: str, prefix: str, partitions: int, replication: int,
+                 producer_config: dict[str, str], metrics: Registry) -> None:
+        self.prefix = prefix
+        self.partitions = partitions
+        self.replication = replication
+        conf = {
+            "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+            "compression.type": "lz4", "linger.ms": 20, "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 200_000, "queue.buffering.max.kbytes": 262_144,
+            # Never give up on a record: retry until Kafka is back (at-least-once).
+            "message.timeout.ms": 0, "retries": 2**31 - 1,
+        }
+        conf.update(producer_config)
+        self.producer = Producer(conf)
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.known_topics: set[str] = set()
+        self.published_hashes: set[str] = set()
+        self.produced = metrics.counter("casscade_publisher_records_produced_total",
+                                        "RowUpdate records handed to the Kafka producer")
+        self.acked = metrics.counter("casscade_publisher_records_acked_total",
+                                     "RowUpdate records acknowledged by Kafka")
+        self.errors = metrics.counter("casscade_publisher_errors_total",
+                                      "Errors by kind", ("kind",))
+        self.waiting = metrics.gauge("casscade_publisher_kafka_waiting",
+                                     "1 while produce waits for a full queue to drain")
+
+    # ---- topics -----------------------------------------------------------------------------
+    def ensure_topic(self, topic: str, compacted: bool = False) -> None:
+        """Create `topic` if missing (waits, retrying, until Kafka answers)."""
+        if topic in self.known_topics:
+            return
+        backoff = 0.5
+        while True:
+            try:
+                if topic in self.admin.list_topics(timeout=10).topics:
+                    break
+                config = {"cleanup.policy": "compact"} if compacted else {}
+                future = self.admin.create_topics([NewTopic(
+                    topic, num_partitions=1 if compacted else self.partitions,
+                    replication_factor=self.replication, config=config)])[topic]
+                future.result(timeout=30)
+                log.info("created topic", extra={"topic": topic})
+                break
+            except KafkaException as exc:
+                if exc.args and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    break
+                self._kafka_down("create_topic", exc, backoff)
+                backoff = min(backoff * 2, 10)
+            except Exception as exc:  # noqa: BLE001 — metadata timeouts etc.: retry
+                self._kafka_down("create_topic", exc, backoff)
+                backoff = min(backoff * 2, 10)
+        self.known_topics.add(topic)
+
+    def ensure_schema(self, table: TableSchema) -> None:
+        """Publish the table's schema to the schema topic and wait for its ack, once."""
+        digest = table.schema_hash
+        if digest in self.published_hashes:
+            return
+        topic = schema_topic(self.prefix)
+        self.ensure_topic(topic, compacted=True)
+        result: list[Any] = []
+        self.produce(topic, digest.encode(), schema_record(table),
+                     lambda err, _msg: result.append(err))
+        while not result:
+            self.producer.poll(0.1)
+        if result[0] is not None:
+            raise KafkaException(result[0])
+        self.published_hashes.add(digest)
+
+    # ---- records ----------------------------------------------------------------------------
+    def produce(self, topic: str, key: bytes, value: bytes,
+                on_delivery: Callable[[Any, Any], None]) -> None:
+        """Hand one record to the producer; waits while the local queue is full."""
+        while True:
+            try:
+                self.producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+                self.produced.inc()
+                if self.waiting.get():
+                    self.waiting.set(0)
+                return
+            except BufferError:
+                self.waiting.set(1)
+                self.producer.poll(0.1)
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Serve delivery callbacks."""
+        return self.producer.poll(timeout)
+
+    def in_flight(self) -> int:
+        """Records handed over but not yet acknowledged."""
+        return len(self.producer)
+
+    def flush(self, timeout: float) -> int:
+        """Wait up to `timeout` for every record; returns how many are still in flight."""
+        return self.producer.flush(timeout)
+
+    def _kafka_down(self, what: str, exc: Exception, backoff: float) -> None:
+        self.errors.inc(1, "kafka_unavailable")
+        log.warning("Kafka unavailable, retrying", extra={"op": what, "error": str(exc),
+                                                          "retry_in_s": backoff})
+        time.sleep(backoff)

@@ -1,0 +1,86 @@
+"""The publisher's configuration model (YAML + CASSCADE_* env + --set overrides)."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class KafkaSettings:
+    """Where records go."""
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    topic_prefix: str = "casscade"
+    partitions: int = 6  # of each raw topic the agent creates
+    replication_factor: int = 1
+    producer: dict[str, str] = field(default_factory=dict)  # extra librdkafka settings
+
+
+@dataclass
+class CassandraSettings:
+    """Where schemas come from: system_schema over CQL, or a schema file (offline)."""
+
+    contact_points: list[str] = field(default_factory=lambda: ["127.0.0.1"])
+    port: int = 9042
+    username: str | None = None
+    password: str | None = None
+    schema_file: Path | None = None
+
+
+@dataclass
+class CdcSettings:
+    """The node's CDC directory and what to do with finished segments."""
+
+    cdc_raw: Path = Path("/var/lib/cassandra/cdc_raw")
+    archive_dir: Path | None = None  # move finished segments here instead of deleting
+    poll_interval_ms: int = 100
+    total_space_mb: int = 4096  # the node's cdc_total_space, for the usage gauge
+    unindexed_grace_s: int = 60  # an older segment without _cdc.idx counts as complete after
+    unknown_retry_s: int = 30  # how often to retry mutations of unknown tables
+
+
+@dataclass
+class NodeSettings:
+    """Identity written into every record's source."""
+
+    host: str = field(default_factory=socket.gethostname)
+    datacenter: str = "datacenter1"
+
+
+@dataclass
+class StateSettings:
+    """The agent's own durable state (acknowledged positions)."""
+
+    path: Path = Path("/var/lib/casscade/publisher")
+    flush_interval_ms: int = 1000
+
+
+@dataclass
+class HttpSettings:
+    """/health, /metrics and /status; port 0 turns the server off."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+
+
+@dataclass
+class LogSettings:
+    """Log level and format (json or text)."""
+
+    level: str = "INFO"
+    format: str = "json"
+
+
+@dataclass
+class PublisherConfig:
+    """Everything `casscade publisher run` needs."""
+
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    cassandra: CassandraSettings = field(default_factory=CassandraSettings)
+    cdc: CdcSettings = field(default_factory=CdcSettings)
+    node: NodeSettings = field(default_factory=NodeSettings)
+    state: StateSettings = field(default_factory=StateSettings)
+    http: HttpSettings = field(default_factory=HttpSettings)
+    log: LogSettings = field(default_factory=LogSettings)

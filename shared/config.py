@@ -1,0 +1,132 @@
+"""One configuration model for both stages: YAML file, then environment, then CLI flags.
+
+Each stage declares its settings as nested dataclasses. `load(Model, path, overrides)`
+reads the YAML file (optional), applies `CASSCADE_<SECTION>__<KEY>` environment variables
+(double underscore between levels, e.g. `CASSCADE_KAFKA__BOOTSTRAP_SERVERS`), then the
+`section.key=value` overrides given on the command line (`--set`), converting each value to
+the field's type. Unknown keys are errors, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+ENV_PREFIX = "CASSCADE_"
+
+
+class ConfigError(ValueError):
+    """A configuration value that is unknown, malformed or of the wrong type."""
+
+
+def load(model: type[T], path: Path | str | None = None,
+         overrides: Iterable[str] = (), env: Mapping[str, str] | None = None) -> T:
+    """Build `model` from defaults, the YAML file, CASSCADE_* variables and overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping")
+        data = loaded
+    env = os.environ if env is None else env
+    for key, value in env.items():
+        if key.startswith(ENV_PREFIX) and "__" in key:
+            dotted = key[len(ENV_PREFIX):].lower().replace("__", ".")
+            if _has_path(model, dotted.split(".")):
+                _set_path(data, dotted.split("."), value)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not section.key=value")
+        dotted, value = item.split("=", 1)
+        _set_path(data, dotted.strip().split("."), value)
+    return _build(model, data, "")
+
+
+def _has_path(model: type, parts: list[str]) -> bool:
+    hints = typing.get_type_hints(model)
+    if parts[0] not in hints:
+        return False
+    if len(parts) == 1:
+        return True
+    inner = hints[parts[0]]
+    return dataclasses.is_dataclass(inner) and _has_path(inner, parts[1:])
+
+
+def _set_path(data: dict[str, Any], parts: list[str], value: Any) -> None:
+    for part in parts[:-1]:
+        data = data.setdefault(part, {})
+        if not isinstance(data, dict):
+            raise ConfigError(f"{'.'.join(parts)}: {part} is not a section")
+    data[parts[-1]] = value
+
+
+def _build(model: type[T], data: Mapping[str, Any], where: str) -> T:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where or 'config'} must be a mapping")
+    hints = typing.get_type_hints(model)
+    fields = {f.name: f for f in dataclasses.fields(model)}  # type: ignore[arg-type]
+    unknown = set(data) - set(fields)
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {', '.join(sorted(where + k for k in unknown))}"
+                          f"; known: {', '.join(sorted(fields))}")
+    kwargs = {}
+    for name, value in data.items():
+        kwargs[name] = _convert(hints[name], value, f"{where}{name}")
+    return model(**kwargs)
+
+
+def _convert(hint: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where + ".")
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None or (isinstance(value, str) and value.lower() in ("", "none", "null")):
+            return None
+        return _convert(args[0], value, where)
+    if origin in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return {str(k): str(v) for k, v in value.items()}
+    if origin in (list, tuple):
+        items = value.split(",") if isinstance(value, str) else value
+        return [_convert(typing.get_args(hint)[0], v, where) for v in items]
+    try:
+        if hint is bool:
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(value)
+            return text in ("true", "1", "yes")
+        if hint is Path:
+            return Path(str(value)).expanduser()
+        if hint in (int, float, str):
+            return hint(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: {value!r} is not a valid {hint.__name__}") from exc
+    return value
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """The effective configuration as plain data (for `--print-config` and logs)."""
+    def plain(v: Any) -> Any:
+        if dataclasses.is_dataclass(v):
+            return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, Path):
+            return str(v)
+        if isinstance(v, list | tuple):
+            return [plain(x) for x in v]
+        return v
+    return plain(config)

@@ -1,0 +1,41 @@
+"""One logging setup for every casscade process: JSON lines (structured) or plain text."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+_RESERVED = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, msg, and any `extra=` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render the record as JSON."""
+        out: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname, "logger": record.name, "msg": record.getMessage(),
+        }
+        out.update({k: v for k, v in vars(record).items() if k not in _RESERVED})
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def setup_logging(level: str = "INFO", fmt: str = "json") -> None:
+    """Configure the root logger once: `fmt` is "json" or "text"; output goes to stderr."""
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # The driver and librdkafka wrappers are chatty at INFO.
+    logging.getLogger("cassandra").setLevel(max(logging.WARNING, root.level))

@@ -1,0 +1,211 @@
+"""The publisher agent as operators run it: a real process on a real node's cdc_raw,
+publishing to the real broker; killed, restarted, cut off from Kafka, meeting new tables."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+from cassandra.concurrent import execute_concurrent_with_args
+from publisher_harness import (
+    AgentProcess,
+    completed_left,
+    read_topic,
+    start_node,
+    stop_node,
+    wait_for,
+)
+
+from publisher.commitlog.reader import CommitLogReader
+from publisher.kafka_sink import raw_topic
+from publisher.schema_source import CassandraSchemaSource
+from publisher.splitter import SourceInfo, split
+from shared.devstack import cassandra, kafka
+from shared.devstack.cassandra import cql_cluster
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def node(stack, tmp_path_factory):
+    """A Cassandra node for this module only, so its cdc_raw holds only our writes."""
+    s = start_node(stack, tmp_path_factory.mktemp("agent-node"))
+    try:
+        yield s
+    finally:
+        stop_node(s)
+
+
+@pytest.fixture(scope="module")
+def session(node):
+    cluster = cql_cluster(node)
+    sess = cluster.connect()
+    sess.execute("CREATE KEYSPACE IF NOT EXISTS ag WITH replication = "
+                 "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    yield sess
+    cluster.shutdown()
+
+
+def _roll_segments(session, table: str = "ag.filler") -> None:
+    """Write > one 4 MiB segment so the current one closes (COMPLETED)."""
+    session.execute(f"CREATE TABLE IF NOT EXISTS {table} (k int PRIMARY KEY, b blob) "
+                    "WITH cdc = true")
+    insert = session.prepare(f"INSERT INTO {table} (k, b) VALUES (?, ?)")
+    blob = random.randbytes(200_000)
+    execute_concurrent_with_args(session, insert, [(i, blob) for i in range(25)])
+
+
+def test_mixed_workload_reaches_kafka_exactly_as_decoded(stack, node, session, tmp_path):
+    session.execute("CREATE TABLE ag.mixed (k int, c int, v text, s text static, "
+                    "tags set<text>, PRIMARY KEY (k, c)) WITH cdc = true")
+    agent = AgentProcess(node, stack, tmp_path / "agent")
+    agent.start()
+    statements = 0
+    try:
+        rng = random.Random(7)
+        for i in range(1500):
+            k, c = rng.randrange(40), rng.randrange(10)
+            choice = rng.randrange(10)
+            if choice < 5:
+                session.execute(f"INSERT INTO ag.mixed (k, c, v) VALUES ({k}, {c}, 'v{i}')")
+            elif choice < 7:
+                session.execute(f"UPDATE ag.mixed SET tags = tags + {{'t{i}'}}, s = 's{i}' "
+                                f"WHERE k = {k} AND c = {c}")
+            elif choice < 8:
+                session.execute(f"DELETE FROM ag.mixed WHERE k = {k} AND c = {c}")
+            elif choice < 9:
+                session.execute(f"DELETE FROM ag.mixed WHERE k = {k} AND c > {c}")
+            else:
+                session.execute(f"DELETE FROM ag.mixed WHERE k = {k}")
+            statements += 1
+        _roll_segments(session)
+        topic = raw_topic(agent.prefix, "ag", "mixed")
+        records = read_topic(stack.bootstrap_servers, topic, expect_at_least=statements)
+        wait_for(lambda: not completed_left(node.cdc_raw_dir), 60, "completed segments retired")
+    finally:
+        assert agent.stop() == 0
+
+    # Ground truth: decode the segments the agent archived, split them the same way.
+    reader = CommitLogReader(CassandraSchemaSource(session))
+    expected = {}
+    for seg in sorted(agent.archive.glob("CommitLog-*.log")):
+        for m in reader.read(seg):
+            m.updates = [u for u in m.updates if u.table.name == "ag.mixed"]
+            info = SourceInfo("node-1", "dc-test", seg.name, m.segment_id, 7, 12)
+            for _u, rec in split(m, info, lambda t: t.schema_hash):
+                src = rec["source"]
+                expected[(src["segment_id"], src["position"], src["index"])] = rec
+    got = {}
+    for _p, _o, key, rec in records:
+        src = rec["source"]
+        got[(src["segment_id"], src["position"], src["index"])] = rec
+        assert key == rec["partition_key"]
+    assert len({(k[0], k[1]) for k in expected}) == statements  # one mutation per statement
+    assert set(got) == set(expected)
+    for ident, rec in expected.items():
+        mine = got[ident]
+        for field in ("kind", "partition_key", "clustering", "deletion", "range", "liveness",
+                      "cells", "complex_deletions"):
+            assert mine[field] == rec[field], (ident, field)
+    # One key, one partition; in that partition, in commit order.
+    by_key = defaultdict(list)
+    for part, offset, key, rec in records:
+        by_key[key].append((part, offset, rec["source"]["segment_id"],
+                            rec["source"]["position"], rec["source"]["index"]))
+    for key, seen in by_key.items():
+        assert len({p for p, *_ in seen}) == 1, key
+        ordered = [s[2:] for s in sorted(seen, key=lambda s: s[1])]
+        assert ordered == sorted(ordered), key
+
+
+def test_table_created_and_altered_while_running_streams(stack, node, session, tmp_path):
+    session.execute("CREATE TABLE IF NOT EXISTS ag.late_alter (k int PRIMARY KEY, v int)")
+    agent = AgentProcess(node, stack, tmp_path / "agent", http_port=18101)
+    agent.start()
+    try:
+        time.sleep(3)  # the agent is up and has read its schema
+        session.execute("CREATE TABLE ag.late_new (k int PRIMARY KEY, v int) WITH cdc = true")
+        session.execute("ALTER TABLE ag.late_alter WITH cdc = true")
+        for i in range(200):  # straight after the DDL: no time for a periodic refresh
+            session.execute(f"INSERT INTO ag.late_new (k, v) VALUES ({i}, {i})")
+            session.execute(f"INSERT INTO ag.late_alter (k, v) VALUES ({i}, {i})")
+        for table in ("late_new", "late_alter"):
+            records = read_topic(stack.bootstrap_servers, raw_topic(agent.prefix, "ag", table),
+                                 expect_at_least=200)
+            keys = {int.from_bytes(k, "big") for _p, _o, k, _r in records}
+            assert keys == set(range(200)), table
+    finally:
+        assert agent.stop() == 0
+
+
+def test_kill_9_twenty_times_loses_nothing(stack, node, session, tmp_path):
+    session.execute("CREATE TABLE ag.crashy (k int PRIMARY KEY, v text) WITH cdc = true")
+    agent = AgentProcess(node, stack, tmp_path / "agent", http_port=18102)
+    rows = 50_000
+    insert = session.prepare("INSERT INTO ag.crashy (k, v) VALUES (?, ?)")
+    done = threading.Event()
+
+    def write() -> None:
+        for start in range(0, rows, 1000):
+            execute_concurrent_with_args(session, insert,
+                                         [(i, f"value-{i}") for i in range(start, start + 1000)],
+                                         concurrency=64)
+            if start % 10_000 == 0:
+                _roll_segments(session)  # complete segments along the way
+        done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    rng = random.Random(2026)
+    kills = 0
+    try:
+        while kills < 20:
+            agent.start()
+            time.sleep(rng.uniform(0.3, 2.0))
+            agent.kill()
+            kills += 1
+        writer.join()
+        _roll_segments(session)
+        agent.start()
+        records = read_topic(stack.bootstrap_servers, raw_topic(agent.prefix, "ag", "crashy"),
+                             expect_at_least=rows, timeout_s=180)
+        wait_for(lambda: not completed_left(node.cdc_raw_dir), 60, "completed segments retired")
+    finally:
+        done.wait(120)
+        agent.stop()
+    keys = {int.from_bytes(k, "big") for _p, _o, k, _r in records}
+    assert kills == 20
+    assert keys == set(range(rows))
+    print(f"\n{len(records)} records for {rows} rows after {kills} kills "
+          f"({len(records) - rows} duplicates)")
+
+
+def test_broker_down_for_30_seconds(stack, node, session, tmp_path):
+    session.execute("CREATE TABLE ag.outage (k int PRIMARY KEY, v text) WITH cdc = true")
+    agent = AgentProcess(node, stack, tmp_path / "agent", http_port=18103)
+    agent.start()
+    insert = session.prepare("INSERT INTO ag.outage (k, v) VALUES (?, ?)")
+    try:
+        execute_concurrent_with_args(session, insert, [(i, "before") for i in range(2000)])
+        time.sleep(2)
+        kafka.shutdown(stack)
+        try:
+            execute_concurrent_with_args(session, insert,
+                                         [(i, "during") for i in range(2000, 6000)])
+            time.sleep(30)
+            assert agent.alive(), "the agent gave up while Kafka was down"
+        finally:
+            pid = kafka.start(stack, __import__("shared.devstack.artifacts",
+                                                fromlist=["x"]).find_java())
+            kafka.wait_ready(stack, pid)
+        execute_concurrent_with_args(session, insert, [(i, "after") for i in range(6000, 8000)])
+        records = read_topic(stack.bootstrap_servers, raw_topic(agent.prefix, "ag", "outage"),
+                             expect_at_least=8000, timeout_s=120)
+    finally:
+        agent.stop()
+    keys = {int.from_bytes(k, "big") for _p, _o, k, _r in records}
+    assert keys == set(range(8000))
+    assert cassandra.running_pid(node) is not None
