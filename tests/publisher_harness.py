@@ -71,6 +71,20 @@ class AgentProcess:
             stdin=subprocess.DEVNULL, start_new_session=True)
         out.close()
 
+    def wait_serving(self, timeout_s: float = 30) -> None:
+        """Wait until the agent's HTTP endpoint answers (its loop is running)."""
+        import urllib.request
+
+        def up() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/health",
+                                            timeout=1) as resp:
+                    return resp.status == 200
+            except OSError:
+                return False
+
+        wait_for(up, timeout_s, "the agent's /health", interval_s=0.05)
+
     def kill(self) -> None:
         """SIGKILL: no draining, no saving."""
         if self.proc is not None and self.proc.poll() is None:

@@ -164,7 +164,8 @@ def test_kill_9_twenty_times_loses_nothing(stack, node, session, tmp_path):
     try:
         while kills < 20:
             agent.start()
-            time.sleep(rng.uniform(0.3, 2.0))
+            agent.wait_serving()  # kill it while it works, not while it starts up
+            time.sleep(rng.uniform(0.05, 1.0))
             agent.kill()
             kills += 1
         writer.join()
