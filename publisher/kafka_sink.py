@@ -112,16 +112,21 @@ class KafkaSink:
     def produce(self, topic: str, key: bytes, value: bytes,
                 on_delivery: Callable[[Any, Any], None]) -> None:
         """Hand one record to the producer; waits while the local queue is full."""
-        while True:
-            try:
-                self.producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
-                self.produced.inc()
-                if self.waiting.get():
-                    self.waiting.set(0)
-                return
-            except BufferError:
-                self.waiting.set(1)
+        try:
+            self.producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+        except BufferError:
+            # The local queue is full (Kafka slow or away): serve callbacks until it drains.
+            self.waiting.set(1)
+            while True:
                 self.producer.poll(0.1)
+                try:
+                    self.producer.produce(topic, value=value, key=key,
+                                          on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    continue
+            self.waiting.set(0)
+        self.produced.inc()
 
     def poll(self, timeout: float = 0.0) -> int:
         """Serve delivery callbacks."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 
@@ -20,19 +19,19 @@ class Metric:
     def __init__(self, name: str, help_text: str, kind: str, labels: tuple[str, ...]) -> None:
         self.name, self.help, self.kind, self.labels = name, help_text, kind, labels
         self.values: dict[tuple[str, ...], float] = {}
-        self.lock = threading.Lock()
 
     def inc(self, amount: float = 1.0, *labels: str) -> None:
         """Add to the value (counters only go up)."""
-        if self.kind == "counter" and amount < 0:
+        if amount < 0 and self.kind == "counter":
             raise ValueError(f"counter {self.name} cannot decrease")
-        with self.lock:
-            self.values[labels] = self.values.get(labels, 0.0) + amount
+        # No lock: updates come from one thread (the agent loop and the producer callbacks
+        # it serves); the scraping thread copies the dict under the GIL.
+        values = self.values
+        values[labels] = values.get(labels, 0.0) + amount
 
     def set(self, value: float, *labels: str) -> None:
         """Set a gauge."""
-        with self.lock:
-            self.values[labels] = value
+        self.values[labels] = value
 
     def get(self, *labels: str) -> float:
         """The current value (0 when never set)."""
@@ -41,8 +40,7 @@ class Metric:
     def render(self) -> list[str]:
         """Prometheus text lines for this family."""
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
-        with self.lock:
-            items = sorted(self.values.items())
+        items = sorted(dict(self.values).items())
         if not items and not self.labels:
             items = [((), 0.0)]
         lines += [f"{self.name}{_labels(self.labels, k)} {v:g}" for k, v in items]

@@ -7,7 +7,7 @@ from typing import Any
 
 import fastavro
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # the leading byte of every raw-topic value
 KINDS = ["ROW", "STATIC_ROW", "PARTITION_DELETION", "RANGE_TOMBSTONE", "SNAPSHOT_ROW"]
 
 _VALUES = {"type": "array", "items": ["null", "bytes"]}
@@ -77,12 +77,121 @@ class RecordFormatError(ValueError):
     """A raw-topic value that is not a RowUpdate of a known format version."""
 
 
-def encode(record: dict[str, Any]) -> bytes:
-    """Version byte + schemaless Avro of one RowUpdate dict."""
+def encode_with_fastavro(record: dict[str, Any]) -> bytes:
+    """Version byte + schemaless Avro of one RowUpdate dict, by fastavro (the reference)."""
     buf = io.BytesIO()
     buf.write(bytes([FORMAT_VERSION]))
     fastavro.schemaless_writer(buf, SCHEMA, record)
     return buf.getvalue()
+
+
+# ---- a hand-specialised writer for this one schema ------------------------------------------
+# fastavro spends ~40 µs on a RowUpdate of four cells, which alone would cap the publisher
+# near 20,000 rows/s; this writer produces the same bytes (a unit test holds it to that)
+# in a fraction of the time.
+_SMALL = [bytes([z]) for z in range(128)]
+NULL, SOME = b"\x00", b"\x02"  # union branch 0 (null) / 1 (the value)
+FALSE, TRUE = b"\x00", b"\x01"
+KIND = {k: _SMALL[2 * i] for i, k in enumerate(KINDS)}
+_strings: dict[str, bytes] = {}
+
+
+def avro_long(n: int) -> bytes:
+    """Avro zigzag varint of an int or long."""
+    z = (n << 1) if n >= 0 else ((-n) << 1) - 1
+    if z < 0x80:
+        return _SMALL[z]
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def _bytes(b: bytes) -> bytes:
+    return avro_long(len(b)) + b
+
+
+def avro_string(s: str) -> bytes:
+    """Avro string (length + UTF-8), cached: names repeat in every record."""
+    enc = _strings.get(s)
+    if enc is None:
+        raw = s.encode()
+        enc = avro_long(len(raw)) + raw
+        if len(_strings) < 100_000:
+            _strings[s] = enc
+    return enc
+
+
+def avro_opt_long(n: int | None) -> bytes:
+    """Avro union [null, long]."""
+    return NULL if n is None else SOME + avro_long(n)
+
+
+def avro_values(values: list[bytes | None] | tuple[bytes | None, ...]) -> bytes:
+    """Avro array of [null, bytes] (clustering values, range bounds)."""
+    if not values:
+        return b"\x00"
+    parts = [avro_long(len(values))]
+    for v in values:
+        parts.append(NULL if v is None else SOME + avro_long(len(v)) + v)
+    parts.append(b"\x00")
+    return b"".join(parts)
+
+
+def _deletion(d: dict[str, Any] | None) -> bytes:
+    if d is None:
+        return NULL
+    return SOME + avro_long(d["marked_for_delete_at"]) + avro_opt_long(d["local_deletion_time"])
+
+
+def encode(record: dict[str, Any]) -> bytes:
+    """Version byte + schemaless Avro of one RowUpdate dict (same bytes as fastavro)."""
+    parts = [b"\x01", record["table_id"], avro_string(record["keyspace"]),
+             avro_string(record["table"]), avro_string(record["schema_hash"]),
+             _bytes(record["partition_key"]), avro_values(record["clustering"]),
+             KIND[record["kind"]], _deletion(record["deletion"]),
+             TRUE if record["shadowable"] else FALSE]
+    rng = record["range"]
+    if rng is None:
+        parts.append(NULL)
+    else:
+        parts += [SOME, avro_values(rng["start"]), TRUE if rng["start_inclusive"] else FALSE,
+                  avro_values(rng["end"]), TRUE if rng["end_inclusive"] else FALSE]
+    live = record["liveness"]
+    if live is None:
+        parts.append(NULL)
+    else:
+        parts += [SOME, avro_long(live["timestamp"]), avro_long(live["ttl"]),
+                  avro_opt_long(live["local_expiration_time"])]
+    cells = record["cells"]
+    if cells:
+        parts.append(avro_long(len(cells)))
+        last_ts, last_enc = None, b""
+        for c in cells:
+            ts = c["timestamp"]
+            if ts != last_ts:  # the cells of a row usually share one timestamp
+                last_ts, last_enc = ts, avro_long(ts)
+            path, value = c["path"], c["value"]
+            parts += [avro_string(c["column"]),
+                      NULL if path is None else SOME + avro_long(len(path)) + path,
+                      NULL if value is None else SOME + avro_long(len(value)) + value,
+                      last_enc, avro_long(c["ttl"]), avro_opt_long(c["local_deletion_time"]),
+                      TRUE if c["tombstone"] else FALSE]
+    parts.append(b"\x00")
+    deletions = record["complex_deletions"]
+    if deletions:
+        parts.append(avro_long(len(deletions)))
+        for d in deletions:
+            parts += [avro_string(d["column"]), avro_long(d["marked_for_delete_at"]),
+                      avro_opt_long(d["local_deletion_time"])]
+    parts.append(b"\x00")
+    src = record["source"]
+    parts += [avro_string(src["host"]), avro_string(src["datacenter"]), avro_string(src["file"]),
+              avro_long(src["segment_id"]), avro_long(src["position"]), avro_long(src["index"]),
+              avro_long(src["commitlog_version"]), avro_long(src["messaging_version"])]
+    return b"".join(parts)
 
 
 def decode(value: bytes) -> dict[str, Any]:

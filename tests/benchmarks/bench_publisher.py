@@ -1,0 +1,132 @@
+"""Publisher throughput and latency on the real stack.
+
+(a) Throughput: 100,000 one-row INSERTs are written by Cassandra into segments, copied
+    (marked COMPLETED), and the agent publishes them into the local broker: acknowledged row
+    updates per second, wall clock, with the agent's CPU time.
+(b) Latency: the agent runs as a process beside a fresh node; a writer inserts at a steady
+    2,000 rows/s for 20 s, each row carrying its write time; a consumer of the raw topic
+    measures write → raw-topic arrival. Target: p99 <= 2 s with a 1 s commitlog sync.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import time
+import uuid
+
+from cassandra.concurrent import execute_concurrent_with_args
+from confluent_kafka import Consumer
+from publisher_harness import AgentProcess, start_node, stop_node, wait_for
+from reference import cdc_offsets
+
+from publisher.agent import Agent, tune_gc
+from publisher.kafka_sink import KafkaSink, raw_topic
+from publisher.offset_store import OffsetStore
+from publisher.schema_source import FileSchemaSource, read_system_schema
+from publisher.settings import PublisherConfig
+from shared import rowupdate
+from shared.devstack.cassandra import cql_cluster
+from shared.metrics import Registry
+
+ROWS = int(os.environ.get("BENCH_ROWS", "100000"))
+
+
+def test_bench_publisher_throughput(stack, cql, keyspace, tmp_path) -> None:
+    cql.execute(f"CREATE TABLE {keyspace}.pub (k int PRIMARY KEY, c1 int, c2 text, c3 int, "
+                "c4 text) WITH cdc = true")
+    schema = tmp_path / "schema.json"
+    schema.write_text(__import__("json").dumps(read_system_schema(cql)))
+    before = cdc_offsets(stack.cdc_raw_dir)
+    insert = cql.prepare(f"INSERT INTO {keyspace}.pub (k, c1, c2, c3, c4) VALUES (?, ?, ?, ?, ?)")
+    execute_concurrent_with_args(cql, insert, [(i, i, f"text-{i}", -i, "x" * 20)
+                                               for i in range(ROWS)], concurrency=128)
+    time.sleep(2.5)
+    after = cdc_offsets(stack.cdc_raw_dir)
+    cdc_raw = tmp_path / "cdc_raw"
+    cdc_raw.mkdir()
+    for name, offset in after.items():
+        if offset > before.get(name, 0):
+            shutil.copyfile(stack.cdc_raw_dir / name, cdc_raw / name)
+            (cdc_raw / name.replace(".log", "_cdc.idx")).write_text(f"{offset}\nCOMPLETED")
+
+    config = PublisherConfig()
+    config.cdc.cdc_raw = cdc_raw
+    config.cdc.archive_dir = tmp_path / "archive"  # keep the published segments
+    config.kafka.topic_prefix = f"bench{uuid.uuid4().hex[:6]}"
+    metrics = Registry()
+    sink = KafkaSink(stack.bootstrap_servers, config.kafka.topic_prefix, 6, 1, {}, metrics)
+    store = OffsetStore(tmp_path / "state")
+    agent = Agent(config, FileSchemaSource(schema), sink, store, metrics)
+    acked = metrics.counter("casscade_publisher_records_acked_total", "")
+    tune_gc()  # as Agent.run does
+    t0, c0 = time.perf_counter(), time.process_time()
+    while acked.get() < ROWS and time.perf_counter() - t0 < 300:
+        busy = agent.step()
+        sink.poll(0 if busy else 0.01)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    agent.shutdown()
+    store.close()
+    assert acked.get() >= ROWS
+    print(f"\npublisher: {ROWS:,} row updates decoded, produced and acknowledged in "
+          f"{wall:.2f}s = {ROWS / wall:,.0f} rows/s (agent CPU {cpu:.2f}s incl. librdkafka "
+          f"threads)")
+
+
+def test_bench_publisher_latency(stack, tmp_path) -> None:
+    node = start_node(stack, tmp_path / "node")
+    cluster = cql_cluster(node)
+    agent = AgentProcess(node, stack, tmp_path / "agent", http_port=18110)
+    try:
+        session = cluster.connect()
+        session.execute("CREATE KEYSPACE lat WITH replication = "
+                        "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        session.execute("CREATE TABLE lat.t (k int PRIMARY KEY, written bigint) "
+                        "WITH cdc = true")
+        agent.start()
+        agent.wait_serving()
+        insert = session.prepare("INSERT INTO lat.t (k, written) VALUES (?, ?)")
+        topic = raw_topic(agent.prefix, "lat", "t")
+        session.execute(insert, (-1, time.time_ns() // 1000))  # creates the topic
+        consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers,
+                             "group.id": uuid.uuid4().hex, "auto.offset.reset": "earliest",
+                             "fetch.wait.max.ms": 10})
+        wait_for(lambda: topic in consumer.list_topics(timeout=5).topics, 30, "topic")
+        consumer.subscribe([topic])
+        rate, seconds = 2000, 20
+        latencies: list[float] = []
+        start = time.perf_counter()
+        sent = 0
+        while sent < rate * seconds:
+            due = start + sent / rate
+            now = time.perf_counter()
+            if due > now:
+                time.sleep(min(due - now, 0.005))
+            session.execute_async(insert, (sent, time.time_ns() // 1000))
+            sent += 1
+            msg = consumer.poll(0)
+            while msg is not None:
+                latencies.append(_latency(msg))
+                msg = consumer.poll(0)
+        deadline = time.monotonic() + 30
+        while len(latencies) < sent and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None:
+                latencies.append(_latency(msg))
+        consumer.close()
+    finally:
+        agent.stop()
+        cluster.shutdown()
+        stop_node(node)
+    assert len(latencies) >= sent
+    q = statistics.quantiles(latencies, n=100)
+    print(f"\nwrite -> raw topic at {rate} writes/s for {seconds}s: p50 {q[49]:.2f}s, "
+          f"p99 {q[98]:.2f}s, max {max(latencies):.2f}s ({len(latencies):,} records)")
+
+
+def _latency(msg) -> float:
+    record = rowupdate.decode(msg.value())
+    cell = next(c for c in record["cells"] if c["column"] == "written")
+    written = int.from_bytes(cell["value"], "big", signed=True)
+    return (time.time_ns() // 1000 - written) / 1e6
