@@ -23,13 +23,14 @@ class WatermarkTracker:
 
     def __init__(self, start: int) -> None:
         self.watermark = start
+        self._last = start
         self._queue: deque[_Pending] = deque()
 
     def add(self, position: int, records: int) -> _Pending:
         """Register a mutation produced with `records` records; returns its ack token."""
-        if self._queue and position <= self._queue[-1].position:
-            raise ValueError(f"positions must increase: {position} after "
-                             f"{self._queue[-1].position}")
+        if position <= self._last:
+            raise ValueError(f"positions must increase: {position} after {self._last}")
+        self._last = position
         pending = _Pending(position, records)
         self._queue.append(pending)
         if records == 0:

@@ -102,6 +102,9 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
     if origin in (list, tuple):
         items = value.split(",") if isinstance(value, str) else value
         return [_convert(typing.get_args(hint)[0], v, where) for v in items]
+    if isinstance(value, Mapping):
+        raise ConfigError(f"{where}: expected a {getattr(hint, '__name__', hint)}, "
+                          f"got a section")
     try:
         if hint is bool:
             if isinstance(value, bool):
