@@ -15,18 +15,14 @@ from typing import Any
 
 from cassandra import cqltypes
 
-from shared.cqltype import CqlType
+from shared.cqltype import MARSHAL_CLASSES, CqlType
 from shared.schema import ColumnSchema, TableSchema
 
 PROTOCOL_VERSION = 5
-_MARSHAL = {
-    "ascii": "AsciiType", "bigint": "LongType", "blob": "BytesType", "boolean": "BooleanType",
-    "counter": "CounterColumnType", "date": "SimpleDateType", "decimal": "DecimalType",
-    "double": "DoubleType", "duration": "DurationType", "float": "FloatType",
-    "inet": "InetAddressType", "int": "Int32Type", "smallint": "ShortType", "text": "UTF8Type",
-    "time": "TimeType", "timestamp": "TimestampType", "timeuuid": "TimeUUIDType",
-    "tinyint": "ByteType", "uuid": "UUIDType", "varint": "IntegerType", "empty": "EmptyType",
-}
+# CQL name → the driver's marshal class name; where several Java classes map to one CQL
+# type, the current class wins.
+_MARSHAL = {cql: cls for cls, cql in MARSHAL_CLASSES.items()} | {
+    "timestamp": "TimestampType", "uuid": "UUIDType"}
 
 
 @lru_cache(maxsize=4096)

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 from confluent_kafka import Consumer, TopicPartition
+from support import wait_until as wait_for
 
 from publisher.cdc_index import read_cdc_index
 from shared import rowupdate
@@ -148,15 +149,3 @@ def read_topic(bootstrap: str, topic: str, expect_at_least: int,
         return out
     finally:
         consumer.close()
-
-
-def wait_for(probe, timeout_s: float, what: str, interval_s: float = 0.5):
-    """Poll until `probe()` is truthy."""
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
