@@ -94,6 +94,8 @@ class Agent:
         self.m_kept = m.gauge("casscade_publisher_kept_back_mutations",
                               "Mutations kept back (unknown table or damage); segment kept")
         self.seen: set[int] = set()
+        self.acked_retired = 0  # acks counted by trackers of segments already retired
+        metrics.on_scrape(self._count_acks)
 
     # ---- main loop --------------------------------------------------------------------------
     def run(self) -> None:
@@ -152,7 +154,8 @@ class Agent:
         seg = self.segments.get(f.segment_id)
         if seg is None:
             state = self.store.get(f.segment_id)
-            seg = _Segment(WatermarkTracker(state.watermark), state.watermark,
+            seg = _Segment(WatermarkTracker(state.watermark, self._delivery_failed),
+                           state.watermark,
                            state.kept_back, saved_watermark=state.watermark)
             self.segments[f.segment_id] = seg
         return seg
@@ -178,7 +181,6 @@ class Agent:
                 self._publish(mutation, seg, writer)
                 seg.read_pos = mutation.position
                 count += 1
-                self.m_mutations.inc()
                 if mutation.keyspace == "system_schema":
                     self.reader.schema_changed()
                 if count >= BATCH or self.stop.is_set():
@@ -193,6 +195,7 @@ class Agent:
                       extra={"file": exc.path, "offset": exc.offset, "reason": exc.reason})
         finally:
             mutations.close()
+            self.m_mutations.inc(count)
         self._note_kept_back(f, seg, self.reader.skipped_at[skipped_before:])
         self.current = {"segment": f.path.name, "read_position": seg.read_pos,
                         "acked_position": seg.tracker.watermark,
@@ -223,22 +226,24 @@ class Agent:
         mutation.updates = [u for u in mutation.updates if u.table.cdc]
         records = writer.records(mutation) if mutation.updates else []
         token = seg.tracker.add(mutation.position, len(records))
-        tracker = seg.tracker
-        acked = self.sink.acked
-
-        def delivered(err: Any, _msg: Any) -> None:
-            if err is not None:  # only fatal errors reach here (retries are endless)
-                self.m_errors.inc(1, "kafka_delivery")
-                log.error("delivery failed; stopping so the segment is re-read",
-                          extra={"error": str(err)})
-                self.stop.set()
-                return
-            acked.inc()
-            tracker.ack(token)
-
+        if not records:
+            return
+        produce = self.sink.producer.produce
+        tables = self.tables
         for update, value in records:
-            topic = self.tables[id(update.table)][2]
-            self.sink.produce(topic, update.partition_key, value, delivered)
+            topic = tables[id(update.table)][2]
+            try:  # the token itself is the delivery callback: no closure per mutation
+                produce(topic, value=value, key=update.partition_key, on_delivery=token)
+            except BufferError:
+                self.sink.produce(topic, update.partition_key, value, token, counted=True)
+        self.sink.produced.inc(len(records))
+
+    def _delivery_failed(self, err: object) -> None:
+        # Only fatal errors reach here: retries are endless.
+        self.m_errors.inc(1, "kafka_delivery")
+        log.error("delivery failed; stopping so the segment is re-read",
+                  extra={"error": str(err)})
+        self.stop.set()
 
     def _hash(self, table: TableSchema) -> str:
         entry = self.tables.get(id(table))
@@ -254,6 +259,7 @@ class Agent:
         if seg.tracker.in_flight or seg.kept_back or seg.broken is not None:
             return
         retire_files(f, self.config.cdc.archive_dir)
+        self.acked_retired += seg.tracker.acked
         self.store.forget(f.segment_id)
         del self.segments[f.segment_id]
         self.m_done.inc()
@@ -273,7 +279,8 @@ class Agent:
             if not seg.kept_back or f is None:
                 continue
             published = 0
-            late = _Segment(WatermarkTracker(0), 0)  # late acks do not move the watermark
+            # late acks do not move the watermark
+            late = _Segment(WatermarkTracker(0, self._delivery_failed), 0)
             retry = self.reader.read(f.path, resume_from=min(seg.kept_back) - 1)
             try:
                 for mutation in retry:
@@ -291,6 +298,13 @@ class Agent:
                 log.warning("kept-back mutations published late (out of order)",
                             extra={"file": f.path.name, "count": published,
                                    "still_kept": len(seg.kept_back)})
+
+    def acked_total(self) -> int:
+        """Records acknowledged by Kafka since the agent started."""
+        return self.acked_retired + sum(s.tracker.acked for s in self.segments.values())
+
+    def _count_acks(self) -> None:
+        self.sink.acked.set(self.acked_total())
 
     def status(self) -> dict[str, Any]:
         """What the agent is doing, for /status and `casscade publisher status`."""

@@ -8,21 +8,35 @@ was acknowledged. Pure bookkeeping, no I/O.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 
 class _Pending:
-    __slots__ = ("left", "position")
+    """The records of one mutation still waiting for Kafka; also the delivery callback."""
 
-    def __init__(self, position: int, left: int) -> None:
+    __slots__ = ("left", "position", "tracker")
+
+    def __init__(self, tracker: WatermarkTracker, position: int, left: int) -> None:
+        self.tracker = tracker
         self.position = position
         self.left = left
+
+    def __call__(self, err: object, _msg: object) -> None:
+        """confluent-kafka's on_delivery: one record of this mutation is done."""
+        if err is not None:
+            self.tracker.on_error(err)
+            return
+        self.tracker.acked += 1
+        self.tracker.ack(self)
 
 
 class WatermarkTracker:
     """Outstanding records of one segment, by mutation position, in production order."""
 
-    def __init__(self, start: int) -> None:
+    def __init__(self, start: int, on_error: Callable[[object], None] | None = None) -> None:
         self.watermark = start
+        self.acked = 0  # records acknowledged through this tracker's tokens
+        self.on_error = on_error or _raise
         self._last = start
         self._queue: deque[_Pending] = deque()
 
@@ -31,7 +45,7 @@ class WatermarkTracker:
         if position <= self._last:
             raise ValueError(f"positions must increase: {position} after {self._last}")
         self._last = position
-        pending = _Pending(position, records)
+        pending = _Pending(self, position, records)
         self._queue.append(pending)
         if records == 0:
             self._advance()
@@ -53,3 +67,7 @@ class WatermarkTracker:
     def in_flight(self) -> int:
         """Mutations produced but not yet fully acknowledged."""
         return len(self._queue)
+
+
+def _raise(err: object) -> None:
+    raise RuntimeError(f"Kafka delivery failed: {err}")

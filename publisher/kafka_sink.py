@@ -110,8 +110,9 @@ class KafkaSink:
 
     # ---- records ----------------------------------------------------------------------------
     def produce(self, topic: str, key: bytes, value: bytes,
-                on_delivery: Callable[[Any, Any], None]) -> None:
-        """Hand one record to the producer; waits while the local queue is full."""
+                on_delivery: Callable[[Any, Any], None], counted: bool = False) -> None:
+        """Hand one record to the producer; waits while the local queue is full.
+        `counted`: the caller counts produced records itself."""
         try:
             self.producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
         except BufferError:
@@ -126,7 +127,8 @@ class KafkaSink:
                 except BufferError:
                     continue
             self.waiting.set(0)
-        self.produced.inc()
+        if not counted:
+            self.produced.inc()
 
     def poll(self, timeout: float = 0.0) -> int:
         """Serve delivery callbacks."""

@@ -20,3 +20,28 @@ def wait_until(probe: Callable[[], T | None], timeout_s: float, what: str,
             return last
         time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what} (last: {last!r})")
+
+
+def wait_for_quiet_node(stack, limit_s: float = 60) -> None:
+    """Wait (bounded) until the local Cassandra uses < 10 % of a core: on 2 cores its
+    flushing and compaction would otherwise be measured as the benchmark's own time."""
+    import os
+    from pathlib import Path
+
+    from shared.devstack import cassandra
+
+    pid = cassandra.running_pid(stack)
+    if pid is None:
+        return
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        before = cpu()
+        time.sleep(1)
+        if cpu() - before < 0.1:
+            return

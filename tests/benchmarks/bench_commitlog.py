@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 from cassandra.concurrent import execute_concurrent_with_args
+from support import wait_for_quiet_node
 
 from publisher.cdc_index import read_cdc_index
 from publisher.schema_source import read_system_schema
-from shared.devstack import cassandra
 
 ROWS = int(os.environ.get("BENCH_ROWS", "100000"))
 
@@ -82,26 +82,6 @@ def _segments_with(stack, before: dict[str, int], into: Path) -> list[str]:
     return specs
 
 
-def _wait_for_quiet_node(stack, limit_s: float = 60) -> None:
-    """Let Cassandra finish flushing/compacting first: on 2 cores its work would be
-    measured as ours."""
-    pid = cassandra.running_pid(stack)
-    if pid is None:
-        return
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def cpu() -> float:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / tick
-
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        before = cpu()
-        time.sleep(1)
-        if cpu() - before < 0.1:  # under 10% of one core
-            return
-
-
 def _decode(schema: Path, table: str, specs: list[str]) -> tuple[int, float, float, float]:
     out = subprocess.run([sys.executable, "-c", DECODE, str(schema), table, *specs],
                          capture_output=True, text=True, check=True,
@@ -136,7 +116,7 @@ def test_bench_decode(stack, cql, keyspace, tmp_path) -> None:
     execute_concurrent_with_args(cql, batch, args, concurrency=32)
     batched = _segments_with(stack, before, tmp_path / "batched")
 
-    _wait_for_quiet_node(stack)
+    wait_for_quiet_node(stack)
     results = {
         "one-row mutations": _decode(schema, "single", single),
         "100-row batches": _decode(schema, "batched", batched),

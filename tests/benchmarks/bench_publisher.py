@@ -20,6 +20,7 @@ from cassandra.concurrent import execute_concurrent_with_args
 from confluent_kafka import Consumer
 from publisher_harness import AgentProcess, start_node, stop_node, wait_for
 from reference import cdc_offsets
+from support import wait_for_quiet_node
 
 from publisher.agent import Agent, tune_gc
 from publisher.kafka_sink import KafkaSink, raw_topic
@@ -59,16 +60,16 @@ def test_bench_publisher_throughput(stack, cql, keyspace, tmp_path) -> None:
     sink = KafkaSink(stack.bootstrap_servers, config.kafka.topic_prefix, 6, 1, {}, metrics)
     store = OffsetStore(tmp_path / "state")
     agent = Agent(config, FileSchemaSource(schema), sink, store, metrics)
-    acked = metrics.counter("casscade_publisher_records_acked_total", "")
+    wait_for_quiet_node(stack)
     tune_gc()  # as Agent.run does
     t0, c0 = time.perf_counter(), time.process_time()
-    while acked.get() < ROWS and time.perf_counter() - t0 < 300:
+    while agent.acked_total() < ROWS and time.perf_counter() - t0 < 300:
         busy = agent.step()
         sink.poll(0 if busy else 0.01)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     agent.shutdown()
     store.close()
-    assert acked.get() >= ROWS
+    assert agent.acked_total() >= ROWS
     print(f"\npublisher: {ROWS:,} row updates decoded, produced and acknowledged in "
           f"{wall:.2f}s = {ROWS / wall:,.0f} rows/s (agent CPU {cpu:.2f}s incl. librdkafka "
           f"threads)")
