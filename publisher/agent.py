@@ -139,8 +139,10 @@ class Agent:
                 busy |= self._read(f, seg, until=None if complete else f.index.offset)
             if complete and seg.end_position is not None:
                 self._maybe_retire(f, seg)
-            elif not complete:
-                break  # keep per-key order: nothing past a segment still being written
+            elif seg.broken is None:
+                # Keep per-key order: nothing past a segment still being written, or one
+                # whose reading stopped at the batch limit (it goes on next pass).
+                break
         self.sink.poll(0)
         if time.monotonic() - self.last_save > self.config.state.flush_interval_ms / 1000:
             self.save()
