@@ -80,6 +80,9 @@ class Agent:
         self.m_seen = m.counter("casscade_publisher_segments_seen_total", "Segments found")
         self.m_done = m.counter("casscade_publisher_segments_done_total",
                                 "Segments fully published and retired")
+        # Counted by the watermark trackers (no per-record metric call); set when scraped.
+        self.m_acked = m.counter("casscade_publisher_records_acked_total",
+                                 "RowUpdate records acknowledged by Kafka")
         self.m_mutations = m.counter("casscade_publisher_mutations_read_total",
                                      "Mutations decoded from the commit log")
         self.m_errors = m.counter("casscade_publisher_errors_total", "Errors by kind",
@@ -146,9 +149,9 @@ class Agent:
         self.sink.poll(0)
         if time.monotonic() - self.last_save > self.config.state.flush_interval_ms / 1000:
             self.save()
+            self._gauges(files)  # directory scans: at the save pace, not every pass
         if time.monotonic() - self.last_retry > self.config.cdc.unknown_retry_s:
             self._retry_kept_back()
-        self._gauges(files)
         return busy
 
     # ---- reading ----------------------------------------------------------------------------
@@ -306,7 +309,7 @@ class Agent:
         return self.acked_retired + sum(s.tracker.acked for s in self.segments.values())
 
     def _count_acks(self) -> None:
-        self.sink.acked.set(self.acked_total())
+        self.m_acked.set(self.acked_total())
 
     def status(self) -> dict[str, Any]:
         """What the agent is doing, for /status and `casscade publisher status`."""

@@ -28,15 +28,9 @@ def publisher() -> None:
 
 def _connect(host: str | list[str], port: int, username: str | None = None,
              password: str | None = None):
-    from cassandra.auth import PlainTextAuthProvider
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.policies import RoundRobinPolicy
+    from shared.cql import make_cluster
 
-    profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy(), request_timeout=30)
-    auth = PlainTextAuthProvider(username, password) if username else None
-    hosts = [host] if isinstance(host, str) else host
-    cluster = Cluster(hosts, port=port, auth_provider=auth, protocol_version=5,
-                      execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+    cluster = make_cluster([host] if isinstance(host, str) else host, port, username, password)
     try:
         return cluster, cluster.connect()
     except Exception as exc:

@@ -58,8 +58,6 @@ class KafkaSink:
         self.published_hashes: set[str] = set()
         self.produced = metrics.counter("casscade_publisher_records_produced_total",
                                         "RowUpdate records handed to the Kafka producer")
-        self.acked = metrics.counter("casscade_publisher_records_acked_total",
-                                     "RowUpdate records acknowledged by Kafka")
         self.errors = metrics.counter("casscade_publisher_errors_total",
                                       "Errors by kind", ("kind",))
         self.waiting = metrics.gauge("casscade_publisher_kafka_waiting",

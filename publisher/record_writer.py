@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from publisher.commitlog.model import Cell, DeletionTime, Mutation, PartitionUpdate, Row
-from publisher.splitter import SourceInfo, _ranges
+from publisher.splitter import SourceInfo, range_records
 from shared.rowupdate import (
     FALSE,
     KIND,
@@ -56,7 +56,7 @@ class RecordWriter:
             if update.static_row is not None:
                 bodies.append(_row(update.static_row, KIND["STATIC_ROW"]))
             if update.markers:
-                bodies.extend(_range_body(rec) for rec in _ranges(update.markers))
+                bodies.extend(_range_body(rec) for rec in range_records(update.markers))
             for row in update.rows:
                 bodies.append(_row(row, KIND["ROW"]))
             for body in bodies:

@@ -51,7 +51,7 @@ def split(mutation: Mutation, source: SourceInfo,
                                    deletion=_deletion(update.partition_deletion)))
         if update.static_row is not None:
             records.append(_row(update.static_row, "STATIC_ROW"))
-        records.extend(_ranges(update.markers))
+        records.extend(range_records(update.markers))
         records.extend(_row(row, "ROW") for row in update.rows)
         for record in records:
             record.update(base)
@@ -96,7 +96,7 @@ def _row(row: Row, kind: str) -> dict[str, Any]:
     )
 
 
-def _ranges(markers: list[RangeTombstoneMarker]) -> list[dict[str, Any]]:
+def range_records(markers: list[RangeTombstoneMarker]) -> list[dict[str, Any]]:
     """Pair open and close markers (boundaries do both) into RANGE_TOMBSTONE records."""
     out = []
     opened: RangeTombstoneMarker | None = None

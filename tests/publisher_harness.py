@@ -17,7 +17,6 @@ import yaml
 from confluent_kafka import Consumer, TopicPartition
 from support import wait_until as wait_for
 
-from publisher.cdc_index import read_cdc_index
 from shared import rowupdate
 from shared.devstack import cassandra
 from shared.devstack import stack as devstack
@@ -110,12 +109,6 @@ class AgentProcess:
     def alive(self) -> bool:
         """True while the agent process runs."""
         return self.proc is not None and self.proc.poll() is None
-
-
-def completed_left(cdc_raw: Path) -> list[str]:
-    """Segments in cdc_raw whose idx says COMPLETED (the agent should have retired them)."""
-    return [s.name for s in cdc_raw.glob("CommitLog-*.log")
-            if (idx := read_cdc_index(s)) is not None and idx.completed]
 
 
 def read_topic(bootstrap: str, topic: str, expect_at_least: int,

@@ -282,18 +282,29 @@ def cdc_offsets(cdc_raw: Path) -> dict[str, int]:
             if (idx := read_cdc_index(s)) is not None}
 
 
-def fold_new_cdc(cdc_raw: Path, before: dict[str, int], source: Any,
-                 keyspace: str) -> dict[str, ReferenceTable]:
-    """Once the idx offsets settle, decode what was synced since `before` and fold the
-    updates of `keyspace`'s tables, by table name."""
+def completed_segments(cdc_raw: Path) -> list[Path]:
+    """Segments in cdc_raw whose idx says COMPLETED."""
+    return [s for s in cdc_raw.glob("CommitLog-*.log")
+            if (idx := read_cdc_index(s)) is not None and idx.completed]
+
+
+def settled_offsets(cdc_raw: Path, wait_s: float = 2.2, timeout_s: float = 60) -> dict[str, int]:
+    """cdc_offsets once two reads `wait_s` apart (> two commit log syncs) agree."""
     from support import wait_until
 
     def settled() -> dict[str, int] | None:
         first = cdc_offsets(cdc_raw)
-        time.sleep(2.2)  # two commit log sync periods
-        return first if first == cdc_offsets(cdc_raw) else None
+        time.sleep(wait_s)
+        return first if first and first == cdc_offsets(cdc_raw) else None
 
-    offsets = wait_until(settled, 60, "CDC idx offsets to settle")
+    return wait_until(settled, timeout_s, f"CDC idx offsets in {cdc_raw} to settle")
+
+
+def fold_new_cdc(cdc_raw: Path, before: dict[str, int], source: Any,
+                 keyspace: str) -> dict[str, ReferenceTable]:
+    """Once the idx offsets settle, decode what was synced since `before` and fold the
+    updates of `keyspace`'s tables, by table name."""
+    offsets = settled_offsets(cdc_raw)
     names = sorted((n for n, off in offsets.items() if off > before.get(n, 0)),
                    key=lambda n: int(n.split("-")[2].split(".")[0]))
     reader = CommitLogReader(source, skip_unknown=True)

@@ -41,8 +41,10 @@ class CommitLogReader:
         self._schema_dirty = True
 
     def _is_schema_mutation(self, payload: bytes) -> bool:
-        # The first partition update's table id sits right after a one-byte count.
-        table = self.decoder.cached_table(payload[1:17]) if payload[:1] == b"\x01" else None
+        # The first partition update's table id follows the update count, one byte whenever
+        # it is below 128 (schema changes write several system_schema tables at once).
+        table = self.decoder.cached_table(payload[1:17]) if payload and payload[0] < 0x80 \
+            else None
         return table is not None and table.keyspace == "system_schema"
 
     def read(self, path: Path | str, until: int | None = None,

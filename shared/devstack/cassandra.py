@@ -10,6 +10,7 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
+from shared.cql import make_cluster
 from shared.devstack import artifacts
 from shared.devstack.process import StackError, pid_alive, read_pid, spawn, stop, tail
 from shared.devstack.settings import HOST, StackSettings, repo_root
@@ -186,14 +187,8 @@ def wait_ready(s: StackSettings, pid: int, timeout_s: float = 180.0) -> str:
 
 
 def cql_cluster(s: StackSettings, **options: Any) -> Cluster:
-    """A cassandra-driver Cluster for the local node (protocol v5, round robin on one node)."""
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.policies import RoundRobinPolicy
-
-    profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy(),
-                               request_timeout=options.pop("request_timeout", 30))
-    return Cluster([HOST], port=s.cql_port, protocol_version=5,
-                   execution_profiles={EXEC_PROFILE_DEFAULT: profile}, **options)
+    """A cassandra-driver Cluster for the local node."""
+    return make_cluster([HOST], s.cql_port, **options)
 
 
 def release_version(s: StackSettings) -> str:

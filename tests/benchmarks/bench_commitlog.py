@@ -12,13 +12,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from cassandra.concurrent import execute_concurrent_with_args
+from reference import cdc_offsets, settled_offsets
 from support import wait_for_quiet_node
 
-from publisher.cdc_index import read_cdc_index
 from publisher.schema_source import read_system_schema
 
 ROWS = int(os.environ.get("BENCH_ROWS", "100000"))
@@ -56,22 +55,10 @@ print(f"{rows} {times[0]:.3f} {min(times):.3f} {rss:.1f}")
 """
 
 
-def _offsets(stack) -> dict[str, int]:
-    return {s.name: idx.offset for s in stack.cdc_raw_dir.glob("CommitLog-*.log")
-            if (idx := read_cdc_index(s)) is not None}
-
-
 def _segments_with(stack, before: dict[str, int], into: Path) -> list[str]:
     """Copy what was synced since `before` into `into` once the offsets settle; returns
     `file:from:until` specs covering exactly that data."""
-    deadline = time.monotonic() + 30
-    previous: dict[str, int] = {}
-    while time.monotonic() < deadline:
-        time.sleep(2.5)  # > 2 commit log sync periods
-        now = _offsets(stack)
-        if now == previous:
-            break
-        previous = now
+    previous = settled_offsets(stack.cdc_raw_dir)
     into.mkdir()
     specs = []
     for name in sorted((n for n, off in previous.items() if off > before.get(n, 0)),
@@ -98,14 +85,14 @@ def test_bench_decode(stack, cql, keyspace, tmp_path) -> None:
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps(read_system_schema(cql)))
 
-    before = _offsets(stack)
+    before = cdc_offsets(stack.cdc_raw_dir)
     insert = cql.prepare(f"INSERT INTO {keyspace}.single (k, c1, c2, c3, c4) "
                          "VALUES (?, ?, ?, ?, ?)")
     execute_concurrent_with_args(cql, insert, [(i, i, f"text-{i}", -i, "x" * 20)
                                                for i in range(ROWS)], concurrency=128)
     single = _segments_with(stack, before, tmp_path / "single")
 
-    before = _offsets(stack)
+    before = cdc_offsets(stack.cdc_raw_dir)
     values = ", ".join("(?, ?, ?, ?, ?, ?)" for _ in range(1))
     batch = cql.prepare(
         "BEGIN UNLOGGED BATCH "

@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from reference import cdc_offsets, completed_segments
 from support import wait_until
 
 from publisher.cdc_index import index_path, read_cdc_index
@@ -15,34 +16,20 @@ from shared.devstack import cassandra
 pytestmark = pytest.mark.integration
 
 
-def _indexed_segments(cdc_raw: Path) -> dict[Path, int]:
-    """Segments in cdc_raw that have an idx, with the idx's synced offset."""
-    found = {}
-    for seg in cdc_raw.glob("CommitLog-*.log"):
-        idx = read_cdc_index(seg)
-        if idx is not None:
-            found[seg] = idx.offset
-    return found
-
-
-def _completed_segments(cdc_raw: Path) -> list[Path]:
-    return [s for s in cdc_raw.glob("CommitLog-*.log")
-            if (idx := read_cdc_index(s)) is not None and idx.completed]
-
-
 def test_cdc_writes_hard_link_segment_and_grow_index(stack, cql, cdc_table):
     table = cdc_table("events", "(k int PRIMARY KEY, v text)")
-    before = _indexed_segments(stack.cdc_raw_dir)
+    before = cdc_offsets(stack.cdc_raw_dir)
     insert = cql.prepare(f"INSERT INTO {table} (k, v) VALUES (?, ?)")
     for k in range(200):
         cql.execute(insert, (k, f"value-{k}"))
 
-    def grown() -> dict[Path, int]:
-        now = _indexed_segments(stack.cdc_raw_dir)
+    def grown() -> dict[str, int]:
+        now = cdc_offsets(stack.cdc_raw_dir)
         return {s: o for s, o in now.items() if o > before.get(s, 0)}
 
     first = wait_until(grown, 15, "a _cdc.idx offset to cover the new CDC writes")
-    seg, offset1 = max(first.items())
+    name, offset1 = max(first.items())
+    seg = stack.cdc_raw_dir / name
     # 5.0 in its default CASSANDRA_4 mode writes descriptor version 7 (name and header).
     assert seg.name.startswith("CommitLog-7-")
     with open(seg, "rb") as fh:
@@ -67,7 +54,7 @@ def test_cdc_writes_hard_link_segment_and_grow_index(stack, cql, cdc_table):
 
 def test_flush_and_enough_writes_complete_a_segment(stack, cql, cdc_table):
     table = cdc_table("blobs", "(k int PRIMARY KEY, b blob)")
-    already = set(_completed_segments(stack.cdc_raw_dir))
+    already = set(completed_segments(stack.cdc_raw_dir))
     insert = cql.prepare(f"INSERT INTO {table} (k, b) VALUES (?, ?)")
     blob = os.urandom(100_000)
     # ~6 MB of CDC writes overflow one 4 MiB segment, so Cassandra must switch segments and
@@ -78,7 +65,7 @@ def test_flush_and_enough_writes_complete_a_segment(stack, cql, cdc_table):
     cassandra.nodetool(stack, "flush", ks, name)
 
     def newly_completed() -> list[Path]:
-        return [s for s in _completed_segments(stack.cdc_raw_dir) if s not in already]
+        return [s for s in completed_segments(stack.cdc_raw_dir) if s not in already]
 
     done = wait_until(newly_completed, 30, "a new _cdc.idx to say COMPLETED")
     for seg in done:

@@ -12,12 +12,12 @@ import pytest
 from cassandra.concurrent import execute_concurrent_with_args
 from publisher_harness import (
     AgentProcess,
-    completed_left,
     read_topic,
     start_node,
     stop_node,
     wait_for,
 )
+from reference import completed_segments
 
 from publisher.commitlog.reader import CommitLogReader
 from publisher.kafka_sink import raw_topic
@@ -84,7 +84,7 @@ def test_mixed_workload_reaches_kafka_exactly_as_decoded(stack, node, session, t
         _roll_segments(session)
         topic = raw_topic(agent.prefix, "ag", "mixed")
         records = read_topic(stack.bootstrap_servers, topic, expect_at_least=statements)
-        wait_for(lambda: not completed_left(node.cdc_raw_dir), 60, "completed segments retired")
+        wait_for(lambda: not completed_segments(node.cdc_raw_dir), 60, "completed segments retired")
     finally:
         assert agent.stop() == 0
 
@@ -173,7 +173,7 @@ def test_kill_9_twenty_times_loses_nothing(stack, node, session, tmp_path):
         agent.start()
         records = read_topic(stack.bootstrap_servers, raw_topic(agent.prefix, "ag", "crashy"),
                              expect_at_least=rows, timeout_s=180)
-        wait_for(lambda: not completed_left(node.cdc_raw_dir), 60, "completed segments retired")
+        wait_for(lambda: not completed_segments(node.cdc_raw_dir), 60, "completed segments retired")
     finally:
         done.wait(120)
         agent.stop()
