@@ -2,6 +2,10 @@
 
 The same records as `splitter.split` + `rowupdate.encode`, byte for byte (a unit test holds
 them to it), written straight from the decoder's objects: the publisher's hot path.
+
+Each record is one `b"".join` over a flat list of pieces; the pieces that repeat (a column's
+name with the null path and the value's union branch, a row's timestamp with the default
+ttl / deletion time / tombstone of a plain live cell) are encoded once, not per cell.
 """
 
 from __future__ import annotations
@@ -25,6 +29,13 @@ from shared.schema import TableSchema
 
 _EMPTY_ARRAY = b"\x00"
 _NO_RANGE = NULL
+_ROW, _STATIC_ROW = KIND["ROW"], KIND["STATIC_ROW"]
+# deletion null, shadowable false, range null: a row without a row deletion
+_UNDELETED = NULL + FALSE + _NO_RANGE
+# ttl 0, local_expiration_time null: liveness of a row written without TTL
+_NO_TTL = avro_long(0) + NULL
+# ttl 0, local_deletion_time null, tombstone false: the tail of a plain live cell
+_LIVE_TAIL = avro_long(0) + NULL + FALSE
 
 
 class RecordWriter:
@@ -34,6 +45,8 @@ class RecordWriter:
         self.source = source
         self.schema_hash = schema_hash
         self._prefix: dict[int, tuple[TableSchema, bytes]] = {}
+        # column name → its Avro string + null path + the value branch of a live cell
+        self._cell_heads: dict[str, bytes] = {}
         self._source_head = (avro_string(source.host) + avro_string(source.datacenter)
                              + avro_string(source.file) + avro_long(source.segment_id))
         self._source_tail = (avro_long(source.commitlog_version)
@@ -45,23 +58,32 @@ class RecordWriter:
         index = 0
         position = avro_long(mutation.position)
         head, tail = self._source_head, self._source_tail
+        row_into = self._row_into
         for update in mutation.updates:
-            prefix = self._table_prefix(update.table) + avro_long(
-                len(update.partition_key)) + update.partition_key
-            bodies: list[bytes] = []
-            if update.partition_deletion is not None:
-                bodies.append(_EMPTY_ARRAY + KIND["PARTITION_DELETION"]
-                              + _deletion(update.partition_deletion) + FALSE + _NO_RANGE
-                              + NULL + _EMPTY_ARRAY + _EMPTY_ARRAY)
-            if update.static_row is not None:
-                bodies.append(_row(update.static_row, KIND["STATIC_ROW"]))
-            if update.markers:
-                bodies.extend(_range_body(rec) for rec in range_records(update.markers))
-            for row in update.rows:
-                bodies.append(_row(row, KIND["ROW"]))
-            for body in bodies:
-                out.append((update, b"".join((b"\x01", prefix, body, head, position,
-                                              avro_long(index), tail))))
+            key = update.partition_key
+            start = b"\x01" + self._table_prefix(update.table) + avro_long(len(key)) + key
+            if (update.partition_deletion is not None or update.static_row is not None
+                    or update.markers):
+                bodies: list[bytes] = []
+                if update.partition_deletion is not None:
+                    bodies.append(_EMPTY_ARRAY + KIND["PARTITION_DELETION"]
+                                  + _deletion(update.partition_deletion) + FALSE + _NO_RANGE
+                                  + NULL + _EMPTY_ARRAY + _EMPTY_ARRAY)
+                if update.static_row is not None:
+                    parts: list[bytes] = []
+                    row_into(parts, update.static_row, _STATIC_ROW)
+                    bodies.append(b"".join(parts))
+                if update.markers:
+                    bodies.extend(_range_body(rec) for rec in range_records(update.markers))
+                for body in bodies:
+                    out.append((update, b"".join((start, body, head, position,
+                                                  avro_long(index), tail))))
+                    index += 1
+            for row in update.rows:  # the common case: one list, one join per record
+                parts = [start]
+                row_into(parts, row, _ROW)
+                parts += (head, position, avro_long(index), tail)
+                out.append((update, b"".join(parts)))
                 index += 1
         return out
 
@@ -73,6 +95,57 @@ class RecordWriter:
             entry = self._prefix[id(table)] = (table, raw)
         return entry[1]
 
+    def _row_into(self, parts: list[bytes], row: Row, kind: bytes) -> None:
+        """Append the RowUpdate fields from `clustering` to `complex_deletions` of `row`."""
+        clustering = row.clustering
+        parts.append(avro_values(clustering) if clustering else _EMPTY_ARRAY)
+        parts.append(kind)
+        if row.deletion is None and not row.shadowable:
+            parts.append(_UNDELETED)
+        else:
+            parts += (_deletion(row.deletion), TRUE if row.shadowable else FALSE, _NO_RANGE)
+        live = row.liveness
+        last_ts: int | None = None
+        ts_enc = ts_tail = b""
+        if live is None:
+            parts.append(NULL)
+        else:
+            last_ts = live.timestamp
+            ts_enc = avro_long(last_ts)
+            ts_tail = ts_enc + _LIVE_TAIL
+            if live.ttl == 0 and live.local_expiration_time is None:
+                parts += (SOME, ts_enc, _NO_TTL)
+            else:
+                parts += (SOME, ts_enc, avro_long(live.ttl),
+                          avro_opt_long(live.local_expiration_time))
+        cells = row.cells
+        if cells:
+            parts.append(avro_long(len(cells)))
+            heads = self._cell_heads
+            for c in cells:
+                ts = c.timestamp
+                if ts != last_ts:  # the cells of a row usually share the row's timestamp
+                    last_ts = ts
+                    ts_enc = avro_long(ts)
+                    ts_tail = ts_enc + _LIVE_TAIL
+                if (c.path is None and c.ttl == 0 and c.local_deletion_time is None
+                        and not c.tombstone):
+                    name = c.column.name
+                    cell_head = heads.get(name)
+                    if cell_head is None:
+                        cell_head = heads[name] = avro_string(name) + NULL + SOME
+                    value = c.value
+                    parts += (cell_head, avro_long(len(value)), value, ts_tail)
+                else:
+                    parts.append(_cell(c, ts_enc))
+        parts.append(_EMPTY_ARRAY)
+        if row.complex_deletions:
+            parts.append(avro_long(len(row.complex_deletions)))
+            for name, d in row.complex_deletions.items():
+                parts += (avro_string(name), avro_long(d.marked_for_delete_at),
+                          avro_opt_long(d.local_deletion_time))
+        parts.append(_EMPTY_ARRAY)
+
 
 def _deletion(d: DeletionTime | None) -> bytes:
     if d is None:
@@ -80,42 +153,15 @@ def _deletion(d: DeletionTime | None) -> bytes:
     return SOME + avro_long(d.marked_for_delete_at) + avro_opt_long(d.local_deletion_time)
 
 
-def _row(row: Row, kind: bytes) -> bytes:
-    parts = [avro_values(row.clustering), kind, _deletion(row.deletion),
-             TRUE if row.shadowable else FALSE, _NO_RANGE]
-    live = row.liveness
-    if live is None:
-        parts.append(NULL)
-    else:
-        parts += [SOME, avro_long(live.timestamp), avro_long(live.ttl),
-                  avro_opt_long(live.local_expiration_time)]
-    cells = row.cells
-    if cells:
-        parts.append(avro_long(len(cells)))
-        last_ts, last_enc = None, b""
-        for c in cells:
-            parts.append(_cell(c, last_ts, last_enc))
-            if c.timestamp != last_ts:
-                last_ts, last_enc = c.timestamp, avro_long(c.timestamp)
-    parts.append(_EMPTY_ARRAY)
-    if row.complex_deletions:
-        parts.append(avro_long(len(row.complex_deletions)))
-        for name, d in row.complex_deletions.items():
-            parts += [avro_string(name), avro_long(d.marked_for_delete_at),
-                      avro_opt_long(d.local_deletion_time)]
-    parts.append(_EMPTY_ARRAY)
-    return b"".join(parts)
-
-
-def _cell(c: Cell, last_ts: int | None, last_enc: bytes) -> bytes:
+def _cell(c: Cell, ts_enc: bytes) -> bytes:
+    """Any cell (path, tombstone, TTL); `ts_enc` is its timestamp, encoded."""
     path = c.path
     value = None if c.tombstone else c.value
     return b"".join((
         avro_string(c.column.name),
         NULL if path is None else SOME + avro_long(len(path)) + path,
         NULL if value is None else SOME + avro_long(len(value)) + value,
-        last_enc if c.timestamp == last_ts else avro_long(c.timestamp),
-        avro_long(c.ttl), avro_opt_long(c.local_deletion_time),
+        ts_enc, avro_long(c.ttl), avro_opt_long(c.local_deletion_time),
         TRUE if c.tombstone else FALSE))
 
 
