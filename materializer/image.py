@@ -1,0 +1,121 @@
+"""What a partition's state shows at a moment: the visible rows, TTL expiry and purging.
+
+A row image maps every column that has a live value to its raw form: bytes for a simple
+column, a tuple of (cell path, value) sorted by path for a non-frozen collection or UDT.
+Images are compared raw; `materializer.values` turns them into typed values for events.
+"""
+
+from __future__ import annotations
+
+from materializer.merge import EXPIRED
+from materializer.model import Clustering, PartitionState, RowState
+
+RawValue = bytes | tuple[tuple[bytes, bytes | None], ...] | None
+Image = dict[str, RawValue]
+STATIC_ONLY: Clustering = ()  # the row SELECT shows for a partition with only static data
+
+
+def _live_cell(c: tuple, now_s: int) -> bool:
+    return not c[4] and (not c[2] or c[3] is None or now_s < c[3])
+
+
+def row_values(row: RowState, now_s: int) -> Image:
+    """Column → live raw value of one merged row (columns without a live cell absent)."""
+    out: dict[str, list | bytes | None] = {}
+    for (column, path), c in row.cells.items():
+        if not _live_cell(c, now_s):
+            continue
+        if path is None:
+            out[column] = c[0]
+        else:
+            out.setdefault(column, []).append((path, c[0]))  # type: ignore[union-attr]
+    return {k: tuple(sorted(v)) if isinstance(v, list) else v for k, v in out.items()}
+
+
+def row_is_live(row: RowState, values: Image, now_s: int) -> bool:
+    """Live if its primary-key liveness is live, or any cell is."""
+    if values:
+        return True
+    live = row.liveness
+    return live is not None and live[1] != EXPIRED and (not live[1] or live[2] is None
+                                                        or now_s < live[2])
+
+
+def row_image(state: PartitionState, ck: Clustering, now_s: int,
+              static: Image | None = None) -> Image | None:
+    """The visible image of row `ck` (with the partition's static values), or None."""
+    if static is None:
+        static = row_values(state.static, now_s) if state.static is not None else {}
+    if ck == STATIC_ONLY and ck not in state.rows:
+        return dict(static) if static and not _any_live_row(state, now_s) else None
+    row = state.rows.get(ck)
+    if row is None:
+        return None
+    values = row_values(row, now_s)
+    if not row_is_live(row, values, now_s):
+        return None
+    return {**static, **values} if static else values
+
+
+def _any_live_row(state: PartitionState, now_s: int) -> bool:
+    return any(row_is_live(r, row_values(r, now_s), now_s) for k, r in state.rows.items()
+               if k != STATIC_ONLY)
+
+
+def partition_images(state: PartitionState, now_s: int) -> dict[Clustering, Image]:
+    """Every visible row of the partition at `now_s`."""
+    static = row_values(state.static, now_s) if state.static is not None else {}
+    out = {}
+    for ck, row in state.rows.items():
+        values = row_values(row, now_s)
+        if row_is_live(row, values, now_s):
+            out[ck] = {**static, **values} if static else values
+    if not out and static:
+        out[STATIC_ONLY] = dict(static)
+    return out
+
+
+def next_expiry(state: PartitionState, now_s: int) -> int | None:
+    """The earliest time (s) after `now_s` at which some live TTL'd cell or liveness
+    expires, or None."""
+    best: int | None = None
+    rows = list(state.rows.values()) + ([state.static] if state.static is not None else [])
+    for row in rows:
+        live = row.liveness
+        if live is not None and live[1] and live[1] != EXPIRED and live[2] is not None \
+                and live[2] > now_s:
+            best = live[2] if best is None else min(best, live[2])
+        for c in row.cells.values():
+            if c[2] and not c[4] and c[3] is not None and c[3] > now_s:
+                best = c[3] if best is None else min(best, c[3])
+    return best
+
+
+def purge(state: PartitionState, now_s: int, gc_grace_s: int) -> None:
+    """Drop tombstones and expired data older than gc_grace_seconds, as compaction would:
+    after that a late older copy may come back, exactly as in Cassandra itself."""
+    limit = now_s - gc_grace_s
+
+    def gone(ldt: int | None) -> bool:
+        return ldt is not None and ldt < limit
+
+    if state.deletion is not None and gone(state.deletion[1]):
+        state.deletion = None
+    state.ranges = [r for r in state.ranges if not gone(r[5])]
+    for key, row in [*state.rows.items(), (None, state.static)]:
+        if row is None:
+            continue
+        if row.deletion is not None and gone(row.deletion[1]):
+            row.deletion = None
+        if row.liveness is not None and row.liveness[1] and gone(row.liveness[2]):
+            row.liveness = None
+        row.complex = {k: d for k, d in row.complex.items() if not gone(d[1])}
+        # tombstones, and expiring cells past expiry (they are tombstones by then)
+        row.cells = {k: c for k, c in row.cells.items()
+                     if not ((c[4] or c[2]) and gone(c[3]))}
+        if row.is_empty():
+            if key is None:
+                state.static = None
+            else:
+                del state.rows[key]
+    state.last_purge = now_s
