@@ -176,14 +176,14 @@ class Agent:
 
     def _read(self, f: SegmentFile, seg: _Segment, until: int | None) -> bool:
         writer: RecordWriter | None = None
-        count = 0
+        count = produced = 0
         skipped_before = len(self.reader.skipped_at)
         mutations = self.reader.read(f.path, until=until, resume_from=seg.read_pos)
         try:
             for mutation in mutations:
                 if writer is None:
                     writer = self._writer(f)
-                self._publish(mutation, seg, writer)
+                produced += self._publish(mutation, seg, writer)
                 seg.read_pos = mutation.position
                 count += 1
                 if mutation.keyspace == "system_schema":
@@ -201,6 +201,7 @@ class Agent:
         finally:
             mutations.close()
             self.m_mutations.inc(count)
+            self.sink.produced.inc(produced)  # per pass, not per mutation
         self._note_kept_back(f, seg, self.reader.skipped_at[skipped_before:])
         self.current = {"segment": f.path.name, "read_position": seg.read_pos,
                         "acked_position": seg.tracker.watermark,
@@ -227,12 +228,18 @@ class Agent:
                                        f.path.name, f.segment_id, d.version,
                                        d.messaging_version), self._hash)
 
-    def _publish(self, mutation: Any, seg: _Segment, writer: RecordWriter) -> None:
-        mutation.updates = [u for u in mutation.updates if u.table.cdc]
-        records = writer.records(mutation) if mutation.updates else []
+    def _publish(self, mutation: Any, seg: _Segment, writer: RecordWriter) -> int:
+        """Produce the records of `mutation`'s CDC tables; returns how many (the caller
+        counts them in the produced metric)."""
+        updates = mutation.updates
+        for update in updates:
+            if not update.table.cdc:  # rare: keep only the CDC tables' updates
+                updates = mutation.updates = [u for u in updates if u.table.cdc]
+                break
+        records = writer.records(mutation) if updates else []
         token = seg.tracker.add(mutation.position, len(records))
         if not records:
-            return
+            return 0
         produce = self.sink.producer.produce
         tables = self.tables
         for update, value in records:
@@ -241,7 +248,7 @@ class Agent:
                 produce(topic, value=value, key=update.partition_key, on_delivery=token)
             except BufferError:
                 self.sink.produce(topic, update.partition_key, value, token, counted=True)
-        self.sink.produced.inc(len(records))
+        return len(records)
 
     def _delivery_failed(self, err: object) -> None:
         # Only fatal errors reach here: retries are endless.
@@ -290,7 +297,7 @@ class Agent:
             try:
                 for mutation in retry:
                     if mutation.start in seg.kept_back and not self.stop.is_set():
-                        self._publish(mutation, late, self._writer(f))
+                        self.sink.produced.inc(self._publish(mutation, late, self._writer(f)))
                         seg.kept_back.discard(mutation.start)
                         seg.kept_dirty = True
                         published += 1

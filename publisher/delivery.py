@@ -23,11 +23,19 @@ class _Pending:
 
     def __call__(self, err: object, _msg: object) -> None:
         """confluent-kafka's on_delivery: one record of this mutation is done."""
+        tracker = self.tracker
         if err is not None:
-            self.tracker.on_error(err)
+            tracker.on_error(err)
             return
-        self.tracker.acked += 1
-        self.tracker.ack(self)
+        tracker.acked += 1
+        # WatermarkTracker.ack, inlined: this runs once per record
+        left = self.left = self.left - 1
+        if left == 0:
+            queue = tracker._queue
+            if queue and queue[0] is self:
+                tracker._advance()
+        elif left < 0:
+            raise ValueError(f"more acks than records at position {self.position}")
 
 
 class WatermarkTracker:
