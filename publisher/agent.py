@@ -244,8 +244,11 @@ class Agent:
         tables = self.tables
         for update, value in records:
             topic = tables[id(update.table)][2]
-            try:  # the token itself is the delivery callback: no closure per mutation
-                produce(topic, value=value, key=update.partition_key, on_delivery=token)
+            # The token itself is the delivery callback: no closure per mutation. Positional
+            # (value, key, partition -1 = the partitioner's choice, callback): keyword
+            # parsing doubled the cost of the call.
+            try:
+                produce(topic, value, update.partition_key, -1, token)
             except BufferError:
                 self.sink.produce(topic, update.partition_key, value, token, counted=True)
         return len(records)

@@ -18,6 +18,8 @@ from shared.rowupdate import (
     FALSE,
     KIND,
     NULL,
+    SMALL_LIMIT,
+    SMALL_LONGS,
     SOME,
     TRUE,
     avro_long,
@@ -82,7 +84,9 @@ class RecordWriter:
             for row in update.rows:  # the common case: one list, one join per record
                 parts = [start]
                 row_into(parts, row, _ROW)
-                parts += (head, position, avro_long(index), tail)
+                parts += (head, position,
+                          SMALL_LONGS[index + index] if index < SMALL_LIMIT else avro_long(index),
+                          tail)
                 out.append((update, b"".join(parts)))
                 index += 1
         return out
@@ -122,6 +126,7 @@ class RecordWriter:
         if cells:
             parts.append(avro_long(len(cells)))
             heads = self._cell_heads
+            small, limit = SMALL_LONGS, SMALL_LIMIT
             for c in cells:
                 ts = c.timestamp
                 if ts != last_ts:  # the cells of a row usually share the row's timestamp
@@ -135,7 +140,9 @@ class RecordWriter:
                     if cell_head is None:
                         cell_head = heads[name] = avro_string(name) + NULL + SOME
                     value = c.value
-                    parts += (cell_head, avro_long(len(value)), value, ts_tail)
+                    size = len(value)
+                    parts += (cell_head, small[size + size] if size < limit else avro_long(size),
+                              value, ts_tail)
                 else:
                     parts.append(_cell(c, ts_enc))
         parts.append(_EMPTY_ARRAY)

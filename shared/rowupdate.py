@@ -110,6 +110,9 @@ _strings: dict[str, bytes] = {}
 _TABLE = [_varint(z) for z in range(1 << 14)]
 _LOW = [bytes(((z & 0x7F) | 0x80, (z >> 7) | 0x80)) for z in range(1 << 14)]
 _high: dict[int, bytes] = {}
+# For callers that inline the common case: SMALL_LONGS[2 * n] == avro_long(n), 0 <= n < 8192.
+SMALL_LONGS = _TABLE
+SMALL_LIMIT = 8192
 
 
 def avro_long(n: int) -> bytes:
