@@ -31,6 +31,7 @@ class FileSchemaSource:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.tables: dict[uuid.UUID, TableSchema] = {}
+        self._text: str | None = None  # the file's content when `tables` was built
         self.refresh()
 
     def table(self, table_id: uuid.UUID) -> TableSchema | None:
@@ -38,12 +39,17 @@ class FileSchemaSource:
         return self.tables.get(table_id)
 
     def refresh(self) -> bool:
-        """Re-read the file."""
+        """Re-read the file (parsed again only when its content changed: a run of schema
+        mutations in the commit log asks for a refresh each time)."""
         try:
-            doc = json.loads(self.path.read_text())
+            text = self.path.read_text()
+            if text == self._text:
+                return True
+            doc = json.loads(text)
         except (OSError, ValueError) as exc:
             raise ValueError(f"cannot read schema file {self.path}: {exc}") from exc
         self.tables = catalog_from_json(doc)
+        self._text = text
         return True
 
 
