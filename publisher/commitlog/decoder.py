@@ -227,9 +227,8 @@ class MutationDecoder:
                 p += 1
             else:
                 _, p = _uvint(buf, p)
-        rows: list[Row] = []
         markers: list[RangeTombstoneMarker] = []
-        unfiltered: list[Row | RangeTombstoneMarker] = []
+        unfiltered: list[Row | RangeTombstoneMarker] = []  # the rows, unless there are markers
         while True:
             rflags = buf[p]
             p += 1
@@ -247,10 +246,9 @@ class MutationDecoder:
                 unfiltered.append(marker)
             else:
                 row, p = self._row(table, buf, p, n, rflags, ext, regulars, ctx, False)
-                rows.append(row)
                 unfiltered.append(row)
-        return PartitionUpdate(table.schema, key, pdel, static_row, rows, markers,
-                               unfiltered if markers else rows), p
+        rows = [r for r in unfiltered if r.__class__ is Row] if markers else unfiltered
+        return PartitionUpdate(table.schema, key, pdel, static_row, rows, markers, unfiltered), p
 
     def _columns(self, table: _Table, buf: bytes, p: int) -> tuple[list[_Col], int]:
         for raw, cols in table.headers:
@@ -340,7 +338,7 @@ class MutationDecoder:
                 cells.append(cell)
         if p > n:
             raise DecodeError("row runs past the end of the mutation")
-        return Row(clustering, liveness, deletion, bool(ext & _HAS_SHADOWABLE_DELETION), cells,
+        return Row(clustering, liveness, deletion, ext & _HAS_SHADOWABLE_DELETION != 0, cells,
                    complex_deletions, is_static), p
 
     def _marker(self, table: _Table, buf: bytes, p: int, n: int,
