@@ -179,16 +179,17 @@ class Agent:
         count = produced = 0
         skipped_before = len(self.reader.skipped_at)
         mutations = self.reader.read(f.path, until=until, resume_from=seg.read_pos)
+        publish, stopping = self._publish, self.stop.is_set
         try:
             for mutation in mutations:
                 if writer is None:
                     writer = self._writer(f)
-                produced += self._publish(mutation, seg, writer)
+                produced += publish(mutation, seg, writer)
                 seg.read_pos = mutation.position
                 count += 1
                 if mutation.keyspace == "system_schema":
                     self.reader.schema_changed()
-                if count >= BATCH or self.stop.is_set():
+                if count >= BATCH or stopping():
                     break
             else:
                 if until is None:

@@ -61,9 +61,15 @@ class RecordWriter:
         position = avro_long(mutation.position)
         head, tail = self._source_head, self._source_tail
         row_into = self._row_into
+        prefixes = self._prefix
         for update in mutation.updates:
+            table = update.table
+            entry = prefixes.get(id(table))
+            prefix = entry[1] if entry is not None and entry[0] is table \
+                else self._table_prefix(table)
             key = update.partition_key
-            start = b"\x01" + self._table_prefix(update.table) + avro_long(len(key)) + key
+            size = len(key)
+            key_size = SMALL_LONGS[size + size] if size < SMALL_LIMIT else avro_long(size)
             if (update.partition_deletion is not None or update.static_row is not None
                     or update.markers):
                 bodies: list[bytes] = []
@@ -78,11 +84,11 @@ class RecordWriter:
                 if update.markers:
                     bodies.extend(_range_body(rec) for rec in range_records(update.markers))
                 for body in bodies:
-                    out.append((update, b"".join((start, body, head, position,
+                    out.append((update, b"".join((prefix, key_size, key, body, head, position,
                                                   avro_long(index), tail))))
                     index += 1
             for row in update.rows:  # the common case: one list, one join per record
-                parts = [start]
+                parts = [prefix, key_size, key]
                 row_into(parts, row, _ROW)
                 parts += (head, position,
                           SMALL_LONGS[index + index] if index < SMALL_LIMIT else avro_long(index),
@@ -92,10 +98,11 @@ class RecordWriter:
         return out
 
     def _table_prefix(self, table: TableSchema) -> bytes:
+        """Format version byte, table id, keyspace, table, schema hash."""
         entry = self._prefix.get(id(table))
         if entry is None or entry[0] is not table:
-            raw = (table.id.bytes + avro_string(table.keyspace) + avro_string(table.table)
-                   + avro_string(self.schema_hash(table)))
+            raw = (b"\x01" + table.id.bytes + avro_string(table.keyspace)
+                   + avro_string(table.table) + avro_string(self.schema_hash(table)))
             entry = self._prefix[id(table)] = (table, raw)
         return entry[1]
 
