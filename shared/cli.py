@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from materializer.cli import materializer
 from publisher.cli import publisher
 from shared.devstack.cli import dev
 
@@ -16,14 +17,14 @@ def cli() -> None:
     \b
     Stages (see README.md):
       publisher     node agent beside each Cassandra node: commit log -> raw Kafka topics
-                    (so far: `publisher dump`, `publisher schema`)
-      materializer  Spark job: raw topics -> change events (not built yet)
+      materializer  Spark job: raw topics -> change events with full before/after rows
     Tools:
       dev           the local Kafka + Cassandra stack used by `make demo` and `make test`
     """
 
 
 cli.add_command(publisher)
+cli.add_command(materializer)
 cli.add_command(dev)
 
 

@@ -1,0 +1,75 @@
+"""`casscade materializer ...`: the Spark job's commands."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import click
+
+_CONFIG = click.option("--config", "config_file",
+                       type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                       help="YAML config (example: deploy/materializer.yaml).")
+_SET = click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
+                    help="Override one setting (repeatable); after the file and the "
+                         "CASSCADE_<SECTION>__<KEY> environment variables.")
+
+
+@click.group(name="materializer")
+def materializer() -> None:
+    """The Spark Structured Streaming job: raw topics -> change events with full rows."""
+
+
+def _config(config_file: Path | None, overrides: tuple[str, ...]) -> Any:
+    from materializer.settings import MaterializerConfig
+    from shared.config import ConfigError, load
+
+    try:
+        return load(MaterializerConfig, config_file, overrides)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@materializer.command()
+@_CONFIG
+@_SET
+@click.option("--print-config", is_flag=True, help="Print the effective config and exit.")
+@click.option("--available-now", is_flag=True,
+              help="Process what the raw topics hold now, then stop (backfills, tests).")
+def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool,
+        available_now: bool) -> None:
+    """Run the materializer: read <prefix>.raw.*, merge every replica's copies with
+    Cassandra's rules, write c/u/d events with complete before/after rows to
+    <prefix>.<keyspace>.<table>.
+
+    Runs in Spark local mode by default (spark.master local[2]); `deploy/spark/submit.sh`
+    runs the same job on a cluster. Progress and state live in spark.checkpoint: a restart
+    continues from there. SIGTERM/SIGINT stop the query after the current micro-batch.
+    """
+    from materializer import job
+    from shared.config import to_dict
+    from shared.logs import setup_logging
+
+    cfg = _config(config_file, overrides)
+    if print_config:
+        click.echo(json.dumps(to_dict(cfg), indent=1))
+        return
+    setup_logging(cfg.log.level, cfg.log.format)
+    spark = job.session(cfg, available_now=available_now)
+    spark.sparkContext.setLogLevel("WARN")
+    query = job.start(spark, cfg, available_now=available_now)
+
+    def stop(_signum: int, _frame: Any) -> None:
+        query.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        query.awaitTermination()
+        error = query.exception()
+        if error is not None:
+            raise click.ClickException(f"materializer query failed: {error}")
+    finally:
+        spark.stop()

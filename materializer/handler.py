@@ -1,0 +1,180 @@
+"""One key's micro-batch, end to end and engine-free: raw records + state → events + state.
+
+The Spark processor is a thin adapter over `KeyHandler`; everything here is plain Python so
+it can be tested, and benchmarked, without a JVM.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from materializer.clustering import ClusteringOrder
+from materializer.envelope import EnvelopeWriter, dumps
+from materializer.events import Change, KeyProcessor
+from materializer.merge import Merger
+from materializer.model import PartitionState
+from shared import rowupdate
+from shared.schema import TableSchema
+
+log = logging.getLogger(__name__)
+
+
+class Schemas(Protocol):
+    """Resolves a RowUpdate's schema hash (materializer.schema_cache.SchemaCache)."""
+
+    def get(self, schema_hash: str) -> TableSchema: ...
+
+
+@dataclass(frozen=True)
+class EventSettings:
+    """How events are named and shaped."""
+
+    topic_prefix: str = "casscade"
+    cluster: str = "casscade"  # source.name in every event
+    schemas: bool = False  # JsonConverter schemas.enable
+    tombstones: bool = True  # a null-valued record after each delete (log compaction)
+    dead_letter_topic: str | None = None  # default <prefix>.materializer.dead-letter
+    partitions: int = 6  # of each event topic the job creates
+    replication_factor: int = 1
+
+    @property
+    def dlq(self) -> str:
+        """The dead-letter topic."""
+        return self.dead_letter_topic or f"{self.topic_prefix}.materializer.dead-letter"
+
+
+@dataclass
+class RawRecord:
+    """One raw-topic message as Spark hands it over."""
+
+    value: bytes
+    partition: int
+    offset: int
+
+
+@dataclass
+class Result:
+    """What one call produced: records to write, the new state, the schema it was read with,
+    and when the key next needs a look (TTL expiry), in ms."""
+
+    outputs: list[tuple[str, bytes | None, bytes | None]] = field(default_factory=list)
+    state: bytes | None = None
+    schema_hash: str | None = None
+    next_timer_ms: int | None = None
+
+
+class _TableVersion:
+    """Everything derived from one schema version."""
+
+    def __init__(self, table: TableSchema, settings: EventSettings) -> None:
+        self.table = table
+        order = ClusteringOrder(table)
+        counters = frozenset(c.name for c in table.columns if c.type.name == "counter")
+        self.processor = KeyProcessor(Merger(order, counters),
+                                      any(c.kind == "static" for c in table.columns),
+                                      table.gc_grace_seconds)
+        self.writer = EnvelopeWriter(table, settings.cluster, settings.schemas)
+        self.topic = f"{settings.topic_prefix}.{table.keyspace}.{table.table}"
+
+
+class KeyHandler:
+    """Applies one partition key's records and renders its change events."""
+
+    def __init__(self, schemas: Schemas, settings: EventSettings,
+                 ensure_topic: Callable[[str], None] = lambda _topic: None) -> None:
+        self.schemas = schemas
+        self.settings = settings
+        self.ensure_topic = ensure_topic  # creates an output topic before its first event
+        self._versions: dict[str, _TableVersion] = {}
+
+    def _version(self, schema_hash: str) -> _TableVersion:
+        v = self._versions.get(schema_hash)
+        if v is None:
+            v = _TableVersion(self.schemas.get(schema_hash), self.settings)
+            self.ensure_topic(v.topic)
+            self._versions[schema_hash] = v
+        return v
+
+    def handle(self, topic: str, partition_key: bytes, records: Iterable[RawRecord],
+               state_blob: bytes | None, schema_hash: str | None, now_ms: int) -> Result:
+        """Apply a micro-batch of one key's raw records."""
+        result = Result()
+        decoded: list[tuple[dict[str, Any], bytes]] = []
+        newest = (-1, -1)
+        for raw in records:
+            try:
+                rec = rowupdate.decode(raw.value)
+                self._version(rec["schema_hash"])
+            except (rowupdate.RecordFormatError, LookupError) as exc:
+                result.outputs.append(self._dead_letter(topic, partition_key, raw, exc))
+                continue
+            rec["_kafka"] = (topic, raw.partition, raw.offset)
+            decoded.append((rec, raw.value))
+            if (raw.partition, raw.offset) > newest:
+                newest, schema_hash = (raw.partition, raw.offset), rec["schema_hash"]
+        if schema_hash is None:  # nothing usable and no state
+            return result
+        version = self._version(schema_hash)
+        state = PartitionState.loads(state_blob) if state_blob else PartitionState()
+        changes = version.processor.process(state, decoded, now_ms // 1000)
+        self._render(version, partition_key, changes, now_ms, result)
+        return self._finish(state, schema_hash, result)
+
+    def expire(self, partition_key: bytes, state_blob: bytes | None, schema_hash: str | None,
+               now_ms: int) -> Result:
+        """A timer fired: report TTL expiry of an untouched key."""
+        result = Result()
+        if not state_blob or schema_hash is None:
+            return result
+        version = self._version(schema_hash)
+        state = PartitionState.loads(state_blob)
+        changes = version.processor.expire(state, now_ms // 1000)
+        self._render(version, partition_key, changes, now_ms, result)
+        return self._finish(state, schema_hash, result)
+
+    @staticmethod
+    def _finish(state: PartitionState, schema_hash: str, result: Result) -> Result:
+        result.schema_hash = schema_hash
+        result.state = None if state.is_empty() else state.dumps()
+        result.next_timer_ms = None if state.next_expiry is None else state.next_expiry * 1000
+        return result
+
+    def _render(self, version: _TableVersion, partition_key: bytes, changes: list[Change],
+                now_ms: int, result: Result) -> None:
+        w = version.writer
+        for ch in changes:
+            key = w.rows.key(partition_key, ch.clustering)
+            source = self._source(w, ch)
+            op = ch.op
+            if op == "c" and ch.cause is not None and ch.cause["kind"] == "SNAPSHOT_ROW":
+                op = "r"  # a row first seen through the bootstrap snapshot
+            result.outputs.append((version.topic, w.key(key),
+                                   w.value(op, w.rows.row(key, ch.before),
+                                           w.rows.row(key, ch.after), source, now_ms)))
+            if ch.op == "d" and self.settings.tombstones:
+                result.outputs.append((version.topic, w.key(key), None))
+
+    @staticmethod
+    def _source(w: EnvelopeWriter, ch: Change) -> dict[str, Any]:
+        rec = ch.cause
+        if rec is None:  # TTL expiry: no record caused it
+            return w.source(ch.ts_us)
+        src = rec["source"]
+        topic, partition, offset = rec["_kafka"]
+        return w.source(ch.ts_us, snapshot=rec["kind"] == "SNAPSHOT_ROW", host=src["host"],
+                        datacenter=src["datacenter"], file=src["file"], pos=src["position"],
+                        index=src["index"], kafka_topic=topic, kafka_partition=partition,
+                        kafka_offset=offset)
+
+    def _dead_letter(self, topic: str, key: bytes, raw: RawRecord,
+                     exc: Exception) -> tuple[str, bytes | None, bytes | None]:
+        self.ensure_topic(self.settings.dlq)
+        where = {"topic": topic, "partition": raw.partition, "offset": raw.offset}
+        log.error("raw record cannot be materialized; sent to the dead-letter topic",
+                  extra=where | {"error": str(exc), "dead_letter_topic": self.settings.dlq})
+        body = where | {"error": f"{type(exc).__name__}: {exc}", "value": raw.value}
+        return self.settings.dlq, key, dumps(body)
+

@@ -1,0 +1,101 @@
+"""The Structured Streaming query: raw topics → transformWithState → event topics."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from typing import TYPE_CHECKING
+
+from materializer.handler import EventSettings
+from materializer.processor import OUTPUT_SCHEMA, MaterializeProcessor
+from materializer.settings import MaterializerConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def raw_topic_pattern(prefix: str) -> str:
+    """Java regex of every raw topic under `prefix`."""
+    return re.escape(prefix) + r"\.raw\..+"
+
+
+def event_settings(cfg: MaterializerConfig) -> EventSettings:
+    """The event shape settings the processor needs."""
+    e = cfg.events
+    return EventSettings(cfg.kafka.topic_prefix, e.cluster, e.schemas, e.tombstones,
+                         e.dead_letter_topic, e.partitions, e.replication_factor)
+
+
+def session(cfg: MaterializerConfig, available_now: bool = False) -> SparkSession:
+    """The SparkSession: RocksDB state store, loopback when local, the Kafka connector."""
+    from pyspark.sql import SparkSession
+
+    s = cfg.spark
+    builder = SparkSession.builder.appName(s.app_name)
+    local = s.master.startswith("local")
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python workers must run this interpreter (its venv), not the system python3.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = (builder.master(s.master).config("spark.driver.bindAddress", "127.0.0.1")
+                   .config("spark.driver.host", "127.0.0.1").config("spark.ui.enabled", "false")
+                   .config("spark.driver.memory", s.driver_memory))
+    if s.kafka_jars == "auto":
+        from shared.devstack.settings import StackSettings
+        from shared.devstack.spark import kafka_connector_jars
+
+        jars = kafka_connector_jars(StackSettings.from_env())
+        builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
+    elif s.kafka_jars != "provided":
+        builder = builder.config("spark.jars", s.kafka_jars)  # an explicit jar list
+    if available_now:
+        # Timers make every trigger plan a no-data batch; with availableNow the query would
+        # then never end (spark-notes §1.4). TTL expiry still runs for keys in the batches.
+        builder = builder.config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+    builder = (builder.config("spark.sql.shuffle.partitions", str(s.shuffle_partitions))
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+               .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
+                       "true"))
+    for key, value in s.conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def start(spark: SparkSession, cfg: MaterializerConfig,
+          available_now: bool = False) -> StreamingQuery:
+    """Start the query; `available_now` processes what is in Kafka now, then stops."""
+    k = cfg.kafka
+    reader = (spark.readStream.format("kafka")
+              .option("kafka.bootstrap.servers", k.bootstrap_servers)
+              .option("subscribePattern", raw_topic_pattern(k.topic_prefix))
+              .option("startingOffsets", k.starting_offsets)
+              .option("failOnDataLoss", "true"))
+    if k.max_offsets_per_trigger > 0:
+        reader = reader.option("maxOffsetsPerTrigger", str(k.max_offsets_per_trigger))
+    for key, value in k.consumer.items():
+        reader = reader.option(f"kafka.{key}", value)
+    processor = MaterializeProcessor(k.bootstrap_servers, f"{k.topic_prefix}.schemas",
+                                     event_settings(cfg))
+    events = (reader.load().select("topic", "key", "value", "partition", "offset")
+              .groupBy("topic", "key")
+              .transformWithState(processor, OUTPUT_SCHEMA, "Append", "ProcessingTime"))
+    writer = (events.writeStream.format("kafka")
+              .option("kafka.bootstrap.servers", k.bootstrap_servers)
+              .option("kafka.acks", "all").option("kafka.enable.idempotence", "true")
+              .option("kafka.compression.type", "lz4")
+              .option("checkpointLocation", str(cfg.spark.checkpoint))
+              .queryName("casscade_materializer"))
+    for key, value in k.producer.items():
+        writer = writer.option(f"kafka.{key}", value)
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{cfg.spark.trigger_interval_ms} milliseconds")
+    return writer.start()

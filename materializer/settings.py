@@ -1,0 +1,57 @@
+"""The materializer's configuration model (YAML + CASSCADE_* env + --set overrides)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from publisher.settings import LogSettings
+
+
+@dataclass
+class KafkaSettings:
+    """Where raw records come from and events go."""
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    topic_prefix: str = "casscade"  # reads <prefix>.raw.*, writes <prefix>.<ks>.<table>
+    starting_offsets: str = "earliest"  # for a new checkpoint only
+    max_offsets_per_trigger: int = 0  # 0: no limit per micro-batch
+    consumer: dict[str, str] = field(default_factory=dict)  # extra kafka.* source options
+    producer: dict[str, str] = field(default_factory=dict)  # extra kafka.* sink options
+
+
+@dataclass
+class SparkSettings:
+    """The Spark application. `master` local[N] runs embedded; under spark-submit the
+    submit script's master wins and `kafka_jars` should be "provided" (--packages)."""
+
+    master: str = "local[2]"
+    app_name: str = "casscade-materializer"
+    checkpoint: Path = Path("/var/lib/casscade/materializer/checkpoint")
+    trigger_interval_ms: int = 1000
+    shuffle_partitions: int = 2  # = state partitions; fixed for the life of a checkpoint
+    driver_memory: str = "1g"
+    kafka_jars: str = "auto"  # auto: resolve spark-sql-kafka from Maven Central; provided
+    conf: dict[str, str] = field(default_factory=dict)  # any other spark.* setting
+
+
+@dataclass
+class EventsSettings:
+    """Shape of the change events."""
+
+    cluster: str = "casscade"  # source.name
+    schemas: bool = False  # JsonConverter schemas.enable envelope
+    tombstones: bool = True  # null-valued record after each d (for log compaction)
+    dead_letter_topic: str | None = None  # default <prefix>.materializer.dead-letter
+    partitions: int = 6  # of each event topic the job creates
+    replication_factor: int = 1
+
+
+@dataclass
+class MaterializerConfig:
+    """Everything `casscade materializer run` needs."""
+
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    events: EventsSettings = field(default_factory=EventsSettings)
+    log: LogSettings = field(default_factory=LogSettings)

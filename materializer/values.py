@@ -1,0 +1,206 @@
+"""Raw row images → typed column values and their Kafka Connect schemas.
+
+Types follow the Debezium Cassandra connector's mapping: text/ascii/inet/uuid → string,
+tinyint/smallint/int/bigint/counter → int8/16/32/64, varint → int64, float/double → float32/64,
+decimal → float64, blob → bytes, date → int32 days (Connect `Date`), time → int64 ns
+(`io.debezium.time.NanoTime`), timestamp → int64 ms (Connect `Timestamp`), duration → int64 ns
+(`io.debezium.time.NanoDuration`, a month counted as 30 days), list/set/vector → array,
+map → map, tuple → struct (field1..N), UDT → struct. Values are JSON-ready: bytes stay bytes
+here and become base64 in the JSON envelope (as Kafka Connect's JsonConverter writes them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+import struct
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from shared import codec
+from shared.cqltype import CqlType
+from shared.schema import ColumnSchema, TableSchema
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_NS_PER_DAY = 86_400 * 10**9
+_SIMPLE = {
+    "ascii": "string", "text": "string", "varchar": "string", "inet": "string",
+    "uuid": "string", "timeuuid": "string", "boolean": "boolean", "tinyint": "int8",
+    "smallint": "int16", "int": "int32", "bigint": "int64", "counter": "int64",
+    "varint": "int64", "float": "float", "double": "double", "decimal": "double",
+    "blob": "bytes", "date": "int32", "time": "int64", "timestamp": "int64",
+    "duration": "int64",
+}
+_LOGICAL = {"date": "org.apache.kafka.connect.data.Date",
+            "timestamp": "org.apache.kafka.connect.data.Timestamp",
+            "time": "io.debezium.time.NanoTime", "duration": "io.debezium.time.NanoDuration",
+            "uuid": "io.debezium.data.Uuid", "timeuuid": "io.debezium.data.Uuid"}
+
+
+def connect_schema(t: CqlType, field: str | None = None) -> dict[str, Any]:
+    """The Kafka Connect (JsonConverter) schema of a column of type `t`."""
+    out: dict[str, Any]
+    if t.name in _SIMPLE:
+        out = {"type": _SIMPLE[t.name]}
+        if t.name in _LOGICAL:
+            out |= {"name": _LOGICAL[t.name], "version": 1}
+    elif t.name in ("list", "set", "vector"):
+        out = {"type": "array", "items": connect_schema(t.params[0])}
+    elif t.name == "map":
+        out = {"type": "map", "keys": connect_schema(t.params[0]),
+               "values": connect_schema(t.params[1])}
+    elif t.name == "tuple":
+        out = {"type": "struct", "fields": [connect_schema(p, f"field{i + 1}")
+                                            for i, p in enumerate(t.params)]}
+    elif t.name == "udt":
+        out = {"type": "struct", "name": f"{t.keyspace}.{t.udt_name}",
+               "fields": [connect_schema(p, f) for f, p in zip(t.field_names, t.params,
+                                                                strict=True)]}
+    else:
+        out = {"type": "bytes"}  # a type without a mapping travels as its raw bytes
+    out["optional"] = True
+    if field is not None:
+        out["field"] = field
+    return out
+
+
+def to_connect(t: CqlType, v: Any) -> Any:
+    """A driver-decoded value of type `t` in its Connect form (see the module doc)."""
+    if v is None:
+        return None
+    n = t.name
+    if n in ("uuid", "timeuuid", "inet"):
+        return str(v)
+    if n == "decimal":
+        return float(v) if isinstance(v, decimal.Decimal) else v
+    if n == "float" or n == "double":
+        return v if math.isfinite(v) else None  # JSON has no NaN/Infinity
+    if n == "timestamp":
+        if isinstance(v, int):
+            return v
+        if v.tzinfo is not None:
+            v = v.astimezone(dt.UTC).replace(tzinfo=None)
+        return (v - _EPOCH) // dt.timedelta(milliseconds=1)
+    if n == "date":
+        return v.days_from_epoch if hasattr(v, "days_from_epoch") else (v - _EPOCH.date()).days
+    if n == "time":
+        return v.nanosecond_time if hasattr(v, "nanosecond_time") else int(v)
+    if n == "duration":
+        return (v.months * 30 + v.days) * _NS_PER_DAY + v.nanoseconds
+    if n in ("list", "set", "vector"):
+        return [to_connect(t.params[0], x) for x in v]
+    if n == "map":
+        pairs = [(to_connect(t.params[0], k), to_connect(t.params[1], x)) for k, x in v.items()]
+        if _SIMPLE.get(t.params[0].name) == "string":
+            return dict(pairs)  # JsonConverter: an object for string keys, else pairs
+        return [list(p) for p in pairs]
+    if n == "tuple":
+        return {f"field{i + 1}": to_connect(p, x) for i, (p, x) in enumerate(zip(t.params, v,
+                                                                                 strict=False))}
+    if n == "udt":
+        return {f: to_connect(p, getattr(v, f, None) if not isinstance(v, dict) else v.get(f))
+                for f, p in zip(t.field_names, t.params, strict=True)}
+    return v
+
+
+def _fast(t: CqlType) -> Callable[[bytes], Any] | None:
+    """Direct decoders for the most common simple types (no driver round trip)."""
+    n = t.name
+    if n in ("text", "varchar", "ascii"):
+        return lambda raw: raw.decode()
+    if n == "int":
+        return lambda raw: struct.unpack(">i", raw)[0] if len(raw) == 4 else None
+    if n in ("bigint", "timestamp"):
+        return lambda raw: struct.unpack(">q", raw)[0] if len(raw) == 8 else None
+    if n == "boolean":
+        return lambda raw: raw != b"\x00" if raw else None
+    if n == "double":
+        return lambda raw: _finite(struct.unpack(">d", raw)[0]) if len(raw) == 8 else None
+    if n in ("uuid", "timeuuid"):
+        return lambda raw: str(uuid.UUID(bytes=raw)) if len(raw) == 16 else None
+    if n == "blob":
+        return bytes
+    return None
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+class RowRenderer:
+    """Turns raw images and keys of one table version into typed dicts."""
+
+    def __init__(self, table: TableSchema) -> None:
+        self.table = table
+        self.columns = [c for c in table.columns]
+        self.regular = [c for c in table.columns if c.kind in ("regular", "static")]
+        self._decoders = {c.name: self._decoder(c) for c in self.columns}
+
+    def _decoder(self, c: ColumnSchema) -> Callable[[Any], Any]:
+        t = c.type
+        if t.is_multicell:
+            return lambda cells: to_connect(t, _complex(c, cells))
+        if t.name == "counter":
+            return codec.counter_total
+        fast = _fast(t)
+        if fast is not None:
+            return fast
+        return lambda raw: to_connect(t, codec.decode_value(t, raw))
+
+    def key(self, partition_key: bytes, clustering: tuple[bytes | None, ...]) -> dict[str, Any]:
+        """Primary key column → value."""
+        parts = codec.split_partition_key(self.table, partition_key)
+        out = {c.name: self._value(c.name, raw)
+               for c, raw in zip(self.table.partition_key, parts, strict=True)}
+        for c, raw in zip(self.table.clustering, clustering, strict=False):
+            out[c.name] = self._value(c.name, raw)
+        for c in self.table.clustering[len(clustering):]:
+            out[c.name] = None  # the static-only row of a partition
+        return out
+
+    def row(self, key: dict[str, Any], image: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The complete row: key columns, then every other column (null where unset)."""
+        if image is None:
+            return None
+        out = dict(key)
+        for c in self.regular:
+            raw = image.get(c.name)
+            out[c.name] = None if raw is None else self._value(c.name, raw)
+        return out
+
+    def _value(self, name: str, raw: Any) -> Any:
+        if raw is None:
+            return None
+        if not raw and isinstance(raw, bytes) and name in self._decoders:
+            t = self.table.column(name).type  # type: ignore[union-attr]
+            if t.name not in ("text", "ascii", "varchar", "blob"):
+                return None  # an empty value: no value of the type
+        return self._decoders[name](raw)
+
+
+def _complex(column: ColumnSchema, cells: tuple[tuple[bytes, bytes | None], ...]) -> Any:
+    t = column.type
+    if t.name == "list":
+        ordered = sorted(cells, key=lambda pv: (uuid.UUID(bytes=pv[0]).time, pv[0]))
+        return [codec.decode_value(t.params[0], v) for _, v in ordered]
+    if t.name == "set":
+        keys = [codec.decode_value(t.params[0], p) for p, _ in cells]
+        return sorted(keys, key=_sortable)
+    if t.name == "map":
+        pairs = [(codec.decode_value(t.params[0], p), codec.decode_value(t.params[1], v))
+                 for p, v in cells]
+        return dict(sorted(pairs, key=lambda kv: _sortable(kv[0])))
+    if t.name == "udt":
+        fields: dict[str, Any] = {}
+        for p, v in cells:
+            (i,) = struct.unpack(">h", p)
+            if 0 <= i < len(t.field_names):
+                fields[t.field_names[i]] = codec.decode_value(t.params[i], v)
+        return fields
+    raise TypeError(f"{column.name}: {t.cql()} has no cells")
+
+
+def _sortable(v: Any) -> Any:
+    return (0, v) if isinstance(v, int | float | str | bytes) else (1, repr(v))

@@ -1,0 +1,193 @@
+"""The materializer on the real stack: Cassandra → publisher → Kafka → Spark → events.
+
+One randomized workload (hypothesis-drawn CQL over every type: out-of-order USING TIMESTAMP,
+TTLs, collection element operations, range and partition deletes, counters) is written to
+the dev node and published once; the tests then run the real Spark job over it and compare
+with Cassandra's own `SELECT *`, key by key.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections import defaultdict
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from materializer_harness import (
+    canonical,
+    final_rows,
+    kill_group,
+    materializer_command,
+    oracle_rows,
+    publish_new_cdc,
+    read_events,
+    run_materializer,
+    start_materializer,
+)
+from reference import cdc_offsets
+from support import wait_until
+from test_decode_random_workload import COLUMN_TYPES, statement
+
+from publisher.schema_source import read_system_schema
+from shared.devstack.settings import StackSettings
+from shared.schema import catalog_from_json
+
+pytestmark = pytest.mark.integration
+
+STATEMENTS = 2_016
+
+
+@pytest.fixture(scope="module")
+def workload(stack: StackSettings, cql, tmp_path_factory):
+    """The workload written to Cassandra and published once under its own prefix."""
+    ks = f"mat_{uuid.uuid4().hex[:8]}"
+    cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
+                "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    cql.execute(f"CREATE TYPE {ks}.pt (a int, b text)")
+    columns = ", ".join(f"{c} {t}" for c, t in COLUMN_TYPES.items())
+    cql.execute(f"CREATE TABLE {ks}.r (p1 int, p2 text, c1 int, c2 text, "
+                f"s_int int static, s_set set<int> static, {columns}, l list<text>, "
+                f"s set<int>, m map<text, bigint>, u pt, PRIMARY KEY ((p1, p2), c1, c2)) "
+                f"WITH cdc = true")
+    cql.execute(f"CREATE TABLE {ks}.ctr (k int PRIMARY KEY, n counter) WITH cdc = true")
+    before = cdc_offsets(stack.cdc_raw_dir)
+    executed: list[str] = []
+
+    @settings(max_examples=STATEMENTS // 18, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.lists(statement(ks), min_size=18, max_size=18))
+    def run(statements: list[str]) -> None:
+        for text in statements:
+            cql.execute(text, timeout=30)
+            executed.append(text)
+
+    run()
+    assert len(executed) >= 2000
+    for marker in ("INSERT", "DELETE FROM", "c1 >", "USING TTL", "TIMESTAMP", "m[", "u.a",
+                   ".ctr", "BATCH"):
+        assert sum(marker in c for c in executed) >= 10, marker
+    work = tmp_path_factory.mktemp("materializer")
+    prefix = f"m{uuid.uuid4().hex[:8]}"
+    acked = publish_new_cdc(stack, cql, before, prefix, work)
+    assert acked >= 2000
+    tables = {t.table: t for t in catalog_from_json(read_system_schema(cql)).values()
+              if t.keyspace == ks}
+    yield {"ks": ks, "prefix": prefix, "work": work, "tables": tables}
+    cql.execute(f"DROP KEYSPACE {ks}")
+
+
+def _compare(stack, cql, workload, prefix: str) -> None:
+    problems = []
+    for name in ("r", "ctr"):
+        table = workload["tables"][name]
+        events = read_events(stack.bootstrap_servers, f"{prefix}.{workload['ks']}.{name}")
+        got, want = final_rows(events), oracle_rows(cql, table)
+        assert len(want) >= 5
+        for key in sorted(got.keys() | want.keys()):
+            if got.get(key) != want.get(key):
+                problems.append(f"{name} {key}: events {canonical(got.get(key))} != "
+                                f"select {canonical(want.get(key))}")
+    assert not problems, f"{len(problems)} keys differ:\n" + "\n".join(problems[:8])
+
+
+def test_events_end_at_what_cassandra_returns(stack, cql, workload) -> None:
+    prefix = workload["prefix"]
+    work = workload["work"]
+    run_materializer(materializer_command(stack, prefix, work / "ckpt-main"),
+                     work / "main.log")
+    _compare(stack, cql, workload, prefix)
+    events = read_events(stack.bootstrap_servers, f"{prefix}.{workload['ks']}.r")
+    ops = defaultdict(int)
+    for *_, value in events:
+        ops[value["op"] if value else "tombstone"] += 1
+        if value and value["op"] in ("u", "d"):
+            assert value["before"] is not None  # a complete before image
+    assert ops["c"] and ops["u"] and ops["d"] and ops["tombstone"] == ops["d"], dict(ops)
+
+
+def _copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int) -> int:
+    """Re-publish every raw record `copies` times, shuffled within its key (the schema topic
+    as is): what several replicas with different timing would produce."""
+    consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers, "group.id": "copy",
+                         "enable.auto.commit": False})
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "acks": "all"})
+    topics = [t for t in consumer.list_topics(timeout=10).topics
+              if t.startswith(f"{src_prefix}.raw.") or t == f"{src_prefix}.schemas"]
+    rnd = random.Random(seed)
+    from shared.kafka_topics import TopicCreator
+
+    creator = TopicCreator(stack.bootstrap_servers, 3, 1)
+    total = 0
+    for topic in topics:
+        md = consumer.list_topics(topic, timeout=10).topics[topic]
+        by_key: dict[bytes, list[bytes]] = defaultdict(list)
+        for p in md.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            consumer.assign([TopicPartition(topic, p, low)])
+            seen = low
+            while seen < high:
+                msg = consumer.poll(5)
+                assert msg is not None and msg.error() is None
+                by_key[msg.key()].append(msg.value())
+                seen = msg.offset() + 1
+        out_topic = dst_prefix + topic[len(src_prefix):]
+        creator.ensure(out_topic)
+        for key, values in by_key.items():
+            many = values * (copies if ".raw." in topic else 1)
+            rnd.shuffle(many)
+            for v in many:
+                producer.produce(out_topic, key=key, value=v)
+                total += 1
+    assert producer.flush(60) == 0
+    consumer.close()
+    return total
+
+
+def _streams(stack, prefix: str, ks: str) -> dict[str, list]:
+    """Per key: its events' (op, before, after), source positions left out."""
+    out: dict[str, list] = defaultdict(list)
+    for _p, _o, key, value in read_events(stack.bootstrap_servers, f"{prefix}.{ks}.r"):
+        out[canonical(key)].append(None if value is None else
+                                   (value["op"], value["before"], value["after"]))
+    return out
+
+
+def test_three_shuffled_copies_give_the_same_events_as_one(stack, cql, workload) -> None:
+    ks, work = workload["ks"], workload["work"]
+    once, thrice = f"o{uuid.uuid4().hex[:8]}", f"t{uuid.uuid4().hex[:8]}"
+    _copy_raw(stack, workload["prefix"], once, 1, seed=1)
+    assert _copy_raw(stack, workload["prefix"], thrice, 3, seed=2) > 6000
+    for prefix in (once, thrice):
+        run_materializer(materializer_command(stack, prefix, work / f"ckpt-{prefix}"),
+                         work / f"{prefix}.log")
+    one, three = _streams(stack, once, ks), _streams(stack, thrice, ks)
+    assert len(one) >= 20
+    assert one == three
+
+
+def test_killed_job_resumes_from_its_checkpoint(stack, cql, workload) -> None:
+    prefix, work, ks = workload["prefix"], workload["work"], workload["ks"]
+    out = f"k{uuid.uuid4().hex[:8]}"
+    _copy_raw(stack, prefix, out, 1, seed=3)
+    checkpoint = work / "ckpt-killed"
+    log = work / "killed.log"
+    # small micro-batches, so the kill lands mid-stream
+    slow = materializer_command(stack, out, checkpoint, "kafka.max_offsets_per_trigger=400",
+                                available_now=False)
+    proc = start_materializer(slow, log)
+    try:
+        commits = checkpoint / "commits"
+        wait_until(lambda: commits.is_dir() and len(list(commits.glob("[0-9]*"))) >= 2, 300,
+                   "two committed micro-batches")
+        time.sleep(0.5)
+    finally:
+        kill_group(proc)  # kill -9 of the driver and its JVM
+    done_before = len(list((checkpoint / "commits").glob("[0-9]*")))
+    run_materializer(materializer_command(stack, out, checkpoint), log)
+    assert len(list((checkpoint / "commits").glob("[0-9]*"))) > done_before
+    _compare(stack, cql, workload, out)
+    assert ks

@@ -1,0 +1,169 @@
+"""Test harness for the materializer: publish a node's CDC into raw topics, run the Spark job
+as a real process, read the event topics, and ask Cassandra for the truth (test code only)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+from reference import settled_offsets
+
+from materializer.envelope import dumps
+from materializer.values import to_connect
+from publisher.agent import Agent
+from publisher.kafka_sink import KafkaSink
+from publisher.offset_store import OffsetStore
+from publisher.schema_source import CassandraSchemaSource
+from publisher.settings import PublisherConfig
+from shared.devstack.settings import StackSettings, repo_root
+from shared.metrics import Registry
+from shared.schema import TableSchema
+
+
+def publish_new_cdc(stack: StackSettings, cql: Any, before: dict[str, int], prefix: str,
+                    workdir: Path, host: str = "node-1") -> int:
+    """Copy what the node synced since `before` into a private cdc_raw (marked COMPLETED)
+    and publish it with an in-process agent; returns the records acknowledged."""
+    offsets = settled_offsets(stack.cdc_raw_dir)
+    cdc_raw = workdir / f"cdc_raw-{host}"
+    cdc_raw.mkdir(parents=True)
+    for name, offset in offsets.items():
+        if offset > before.get(name, 0):
+            shutil.copyfile(stack.cdc_raw_dir / name, cdc_raw / name)
+            (cdc_raw / name.replace(".log", "_cdc.idx")).write_text(f"{offset}\nCOMPLETED")
+    config = PublisherConfig()
+    config.cdc.cdc_raw = cdc_raw
+    config.kafka.topic_prefix = prefix
+    config.node.host = host
+    metrics = Registry()
+    sink = KafkaSink(stack.bootstrap_servers, prefix, 3, 1, {}, metrics)
+    store = OffsetStore(workdir / f"state-{host}")
+    agent = Agent(config, CassandraSchemaSource(cql), sink, store, metrics)
+    def finished() -> bool:
+        # Retired, or read to the end with every record acknowledged: a segment can stay
+        # because it also holds mutations of tables dropped since (kept back, by design).
+        for f in cdc_raw.glob("*.log"):
+            seg = agent.segments.get(int(f.stem.split("-")[2]))
+            if seg is None or seg.end_position is None or seg.tracker.in_flight:
+                return False
+        return True
+
+    deadline = time.monotonic() + 300
+    try:
+        while not finished() and time.monotonic() < deadline:
+            busy = agent.step()
+            sink.poll(0 if busy else 0.02)
+        assert finished(), "the agent did not finish the segments"
+        return agent.acked_total()
+    finally:
+        agent.shutdown()
+        store.close()
+
+
+def materializer_command(stack: StackSettings, prefix: str, checkpoint: Path,
+                         *sets: str, available_now: bool = True) -> list[str]:
+    """`casscade materializer run` for the local stack."""
+    cmd = [sys.executable, "-m", "shared.cli", "materializer", "run",
+           "--set", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
+           "--set", f"kafka.topic_prefix={prefix}",
+           "--set", f"spark.checkpoint={checkpoint}", "--set", "log.format=text"]
+    for s in sets:
+        cmd += ["--set", s]
+    return cmd + (["--available-now"] if available_now else [])
+
+
+def start_materializer(cmd: list[str], log: Path) -> subprocess.Popen:
+    """Start the job in its own process group (driver JVM included)."""
+    env = dict(os.environ, CASSCADE_STATE_DIR=str(StackSettings.from_env().state_dir))
+    return subprocess.Popen(cmd, cwd=repo_root(), env=env, stdout=log.open("ab"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    """Signal the job's whole process group and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+    proc.wait(60)
+
+
+def run_materializer(cmd: list[str], log: Path, timeout_s: float = 600) -> None:
+    """Run an --available-now job to its end; fails with the log's tail otherwise."""
+    proc = start_materializer(cmd, log)
+    try:
+        code = proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        raise AssertionError(f"materializer did not finish in {timeout_s}s:\n"
+                             + log.read_text()[-4000:]) from None
+    finally:
+        kill_group(proc)
+    assert code == 0, f"materializer exited {code}:\n{log.read_text()[-4000:]}"
+
+
+def read_events(bootstrap: str, topic: str, timeout_s: float = 30
+                ) -> list[tuple[int, int, dict, dict | None]]:
+    """Every record of an event topic as (partition, offset, key, value or None)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        md = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        assert md is not None and md.error is None, f"topic {topic} missing"
+        ends = {}
+        for p in md.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high > low:
+                ends[p] = high
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        out = []
+        deadline = time.monotonic() + timeout_s
+        while ends and time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is None or msg.error():
+                continue
+            value = json.loads(msg.value()) if msg.value() is not None else None
+            out.append((msg.partition(), msg.offset(), json.loads(msg.key()), value))
+            if msg.offset() + 1 >= ends.get(msg.partition(), 0):
+                ends.pop(msg.partition(), None)
+        assert not ends, f"could not read {topic} to its end"
+        return out
+    finally:
+        consumer.close()
+
+
+def final_rows(events: list[tuple[int, int, dict, dict | None]]) -> dict[str, dict]:
+    """Key (canonical JSON) → the last event's `after`, for keys whose last event is no
+    delete."""
+    last: dict[str, dict | None] = {}
+    for _p, _o, key, value in sorted(events, key=lambda e: (e[0], e[1])):
+        if value is not None:
+            last[canonical(key)] = value["after"]
+    return {k: v for k, v in last.items() if v is not None}
+
+
+def canonical(obj: Any) -> str:
+    """Stable JSON text (object keys sorted) for comparisons."""
+    return json.dumps(obj, sort_keys=True)
+
+
+def oracle_rows(cql: Any, table: TableSchema) -> dict[str, dict]:
+    """`SELECT *` of the table, each row in the events' typed JSON form, by key."""
+    types = {c.name: c.type for c in table.columns}
+    keys = [c.name for c in (*table.partition_key, *table.clustering)]
+    out = {}
+    for row in cql.execute(f"SELECT * FROM {table.keyspace}.{table.table}"):
+        d = row._asdict()
+        typed = {name: to_connect(types[name], d[name]) for name in types}
+        # through the same JSON as events (bytes → base64, tuples → lists)
+        typed = json.loads(dumps(typed))
+        out[canonical({k: typed[k] for k in keys})] = typed
+    return out
