@@ -83,10 +83,15 @@ class EnvelopeWriter:
 
     def source(self, ts_us: int, snapshot: bool = False, **where: Any) -> dict[str, Any]:
         """The `source` block: where and when the change happened."""
-        out = {"version": VERSION, "connector": CONNECTOR, "name": self.cluster,
-               "ts_ms": ts_us // 1000, "snapshot": "true" if snapshot else "false",
-               "db": self.table.keyspace, "keyspace": self.table.keyspace,
-               "table": self.table.table, "ts_us": ts_us}
-        for f, _ in _SOURCE_FIELDS:
-            out.setdefault(f, where.get(f))
+        out = dict(self._source_base)
+        out.update(where)
+        out["ts_ms"], out["ts_us"] = ts_us // 1000, ts_us
+        out["snapshot"] = "true" if snapshot else "false"
         return out
+
+    @cached_property
+    def _source_base(self) -> dict[str, Any]:
+        base: dict[str, Any] = dict.fromkeys(f for f, _ in _SOURCE_FIELDS)
+        return base | {"version": VERSION, "connector": CONNECTOR, "name": self.cluster,
+                       "db": self.table.keyspace, "keyspace": self.table.keyspace,
+                       "table": self.table.table}

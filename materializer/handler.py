@@ -17,6 +17,7 @@ from materializer.events import Change, KeyProcessor
 from materializer.merge import Merger
 from materializer.model import PartitionState
 from shared import rowupdate
+from shared.rowupdate_reader import read_row_update
 from shared.schema import TableSchema
 
 log = logging.getLogger(__name__)
@@ -106,7 +107,7 @@ class KeyHandler:
         newest = (-1, -1)
         for raw in records:
             try:
-                rec = rowupdate.decode(raw.value)
+                rec = read_row_update(raw.value)
                 self._version(rec["schema_hash"])
             except (rowupdate.RecordFormatError, LookupError) as exc:
                 result.outputs.append(self._dead_letter(topic, partition_key, raw, exc))

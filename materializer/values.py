@@ -134,11 +134,23 @@ class RowRenderer:
 
     def __init__(self, table: TableSchema) -> None:
         self.table = table
-        self.columns = [c for c in table.columns]
-        self.regular = [c for c in table.columns if c.kind in ("regular", "static")]
-        self._decoders = {c.name: self._decoder(c) for c in self.columns}
+        self.partition_key = table.partition_key
+        self.clustering = table.clustering
+        decoders = {c.name: self._decoder(c) for c in table.columns}
+        # (name, decoder, empty-means-null) in output order
+        self._pk = [self._entry(c, decoders) for c in self.partition_key]
+        self._ck = [self._entry(c, decoders) for c in self.clustering]
+        self._regular = [self._entry(c, decoders) for c in table.columns
+                         if c.kind in ("regular", "static")]
+        self._last_pk: tuple[bytes, dict[str, Any]] | None = None
 
-    def _decoder(self, c: ColumnSchema) -> Callable[[Any], Any]:
+    @staticmethod
+    def _entry(c: ColumnSchema, decoders: dict[str, Callable[[Any], Any]]
+               ) -> tuple[str, Callable[[Any], Any], bool]:
+        return c.name, decoders[c.name], c.type.name not in ("text", "ascii", "varchar", "blob")
+
+    @staticmethod
+    def _decoder(c: ColumnSchema) -> Callable[[Any], Any]:
         t = c.type
         if t.is_multicell:
             return lambda cells: to_connect(t, _complex(c, cells))
@@ -151,13 +163,16 @@ class RowRenderer:
 
     def key(self, partition_key: bytes, clustering: tuple[bytes | None, ...]) -> dict[str, Any]:
         """Primary key column → value."""
-        parts = codec.split_partition_key(self.table, partition_key)
-        out = {c.name: self._value(c.name, raw)
-               for c, raw in zip(self.table.partition_key, parts, strict=True)}
-        for c, raw in zip(self.table.clustering, clustering, strict=False):
-            out[c.name] = self._value(c.name, raw)
-        for c in self.table.clustering[len(clustering):]:
-            out[c.name] = None  # the static-only row of a partition
+        last = self._last_pk  # the events of one call share their partition key
+        if last is None or last[0] != partition_key:
+            parts = codec.split_partition_key(self.table, partition_key)
+            last = self._last_pk = (partition_key, {
+                name: _decode(fn, empty_null, raw)
+                for (name, fn, empty_null), raw in zip(self._pk, parts, strict=True)})
+        out = dict(last[1])
+        for i, (name, fn, empty_null) in enumerate(self._ck):
+            # a static-only row of a partition has no clustering values
+            out[name] = _decode(fn, empty_null, clustering[i]) if i < len(clustering) else None
         return out
 
     def row(self, key: dict[str, Any], image: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -165,19 +180,16 @@ class RowRenderer:
         if image is None:
             return None
         out = dict(key)
-        for c in self.regular:
-            raw = image.get(c.name)
-            out[c.name] = None if raw is None else self._value(c.name, raw)
+        get = image.get
+        for name, fn, empty_null in self._regular:
+            out[name] = _decode(fn, empty_null, get(name))
         return out
 
-    def _value(self, name: str, raw: Any) -> Any:
-        if raw is None:
-            return None
-        if not raw and isinstance(raw, bytes) and name in self._decoders:
-            t = self.table.column(name).type  # type: ignore[union-attr]
-            if t.name not in ("text", "ascii", "varchar", "blob"):
-                return None  # an empty value: no value of the type
-        return self._decoders[name](raw)
+
+def _decode(fn: Callable[[Any], Any], empty_null: bool, raw: Any) -> Any:
+    if raw is None or (empty_null and not raw):
+        return None  # absent, or an empty value: no value of the type
+    return fn(raw)
 
 
 def _complex(column: ColumnSchema, cells: tuple[tuple[bytes, bytes | None], ...]) -> Any:

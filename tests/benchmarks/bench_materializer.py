@@ -1,0 +1,168 @@
+"""Materializer throughput and state size.
+
+(a) Engine-free: `KeyHandler.handle` (decode, merge, event rule, JSON envelope) over one
+    key's records at a time, on one core: the Python ceiling of the job.
+(b) The real Spark job on the local broker, local[1] and local[2]: KEYS partitions x UPDATES
+    one-row updates (a 5-column int/text table) in a raw topic; the query runs availableNow
+    with MAX_PER_BATCH records per micro-batch. rows/s = rows of the steady micro-batches /
+    their trigger time (the first, with Python worker start-up, is reported apart). Also the
+    same with applyInPandasWithState instead of transformWithState, for the API choice.
+State size: the checkpoint's state directory per million keys, and the state blobs' own
+bytes per key. Target (design §7): >= 20,000 row updates/s per core.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from materializer.handler import EventSettings, KeyHandler, RawRecord
+from shared import rowupdate
+from shared.kafka_topics import TopicCreator
+from shared.schema import TableSchema, table_from_json
+
+KEYS = int(os.environ.get("BENCH_KEYS", "50000"))
+UPDATES = int(os.environ.get("BENCH_UPDATES", "4"))
+MAX_PER_BATCH = int(os.environ.get("BENCH_BATCH", "40000"))
+
+TABLE = table_from_json({
+    "keyspace": "bench", "table": "t", "id": "7b0f2a52-6c9e-4d1e-9b61-3c1d2f8e0a01",
+    "columns": [{"name": "k", "kind": "partition_key", "position": 0, "type": "int"},
+                {"name": "c1", "kind": "regular", "position": -1, "type": "int"},
+                {"name": "c2", "kind": "regular", "position": -1, "type": "text"},
+                {"name": "c3", "kind": "regular", "position": -1, "type": "int"},
+                {"name": "c4", "kind": "regular", "position": -1, "type": "text"}]}, {})
+
+
+def _record(table: TableSchema, key: int, update: int) -> tuple[bytes, bytes]:
+    ts = 1_700_000_000_000_000 + update * 1000 + key
+    pk = key.to_bytes(4, "big", signed=True)
+    cells = [{"column": c, "path": None, "value": v, "timestamp": ts, "ttl": 0,
+              "local_deletion_time": None, "tombstone": False}
+             for c, v in (("c1", (key + update).to_bytes(4, "big", signed=True)),
+                          ("c2", f"text-{key}-{update}".encode()),
+                          ("c3", update.to_bytes(4, "big", signed=True)), ("c4", b"x" * 20))]
+    rec = {"table_id": table.id.bytes, "keyspace": table.keyspace, "table": table.table,
+           "schema_hash": table.schema_hash, "partition_key": pk, "clustering": [],
+           "kind": "ROW", "deletion": None, "shadowable": False, "range": None,
+           "liveness": {"timestamp": ts, "ttl": 0, "local_expiration_time": None},
+           "cells": cells, "complex_deletions": [],
+           "source": {"host": "h", "datacenter": "dc", "file": "CommitLog-7-1.log",
+                      "segment_id": 1, "position": 100 + key * 10 + update, "index": 0,
+                      "commitlog_version": 7, "messaging_version": 12}}
+    return pk, rowupdate.encode(rec)
+
+
+class _Schemas:
+    def get(self, schema_hash: str) -> TableSchema:
+        assert schema_hash == TABLE.schema_hash
+        return TABLE
+
+
+def test_bench_key_handler_one_core() -> None:
+    handler = KeyHandler(_Schemas(), EventSettings("bench"))
+    keys = min(KEYS, 20_000)
+    batches = [[_record(TABLE, k, u) for u in range(UPDATES)] for k in range(keys)]
+    states: dict[bytes, bytes | None] = {}
+    start = time.process_time()
+    events = 0
+    for batch in batches:
+        pk = batch[0][0]
+        res = handler.handle("bench.raw.bench.t", pk,
+                             [RawRecord(v, 0, i) for i, (_k, v) in enumerate(batch)],
+                             states.get(pk), None, 1_800_000_000_000)
+        states[pk] = res.state
+        events += len(res.outputs)
+    cpu = time.process_time() - start
+    rows = keys * UPDATES
+    blob = sum(len(s or b"") for s in states.values()) / keys
+    print(f"\nKeyHandler: {rows:,} row updates ({UPDATES} per key) -> {events:,} events in "
+          f"{cpu:.2f}s CPU = {rows / cpu:,.0f} rows/s on one core; state blob "
+          f"{blob:.0f} B/key = {blob * 1e6 / 2**20:,.0f} MB per million keys")
+
+
+RUN = r"""
+import json, sys, time
+from pathlib import Path
+from materializer import job
+from materializer.settings import MaterializerConfig
+api, cores, bootstrap, prefix, ckpt, per_batch = sys.argv[1:7]
+cfg = MaterializerConfig()
+cfg.kafka.bootstrap_servers, cfg.kafka.topic_prefix = bootstrap, prefix
+cfg.kafka.max_offsets_per_trigger = int(per_batch)
+cfg.spark.master, cfg.spark.checkpoint = f"local[{cores}]", Path(ckpt)
+cfg.spark.shuffle_partitions = int(cores)
+cfg.spark.driver_memory = "2g"
+spark = job.session(cfg, available_now=True)
+spark.sparkContext.setLogLevel("ERROR")
+if api == "tws":
+    query = job.start(spark, cfg, available_now=True)
+else:
+    from bench_pandas_state import start_pandas
+    query = start_pandas(spark, cfg)
+query.awaitTermination()
+assert query.exception() is None, query.exception()
+print("PROGRESS " + json.dumps([(p["numInputRows"], p["durationMs"].get("triggerExecution", 0))
+                                for p in query.recentProgress if p["numInputRows"]]))
+spark.stop()
+"""
+
+
+def _publish(bootstrap: str, prefix: str) -> int:
+    from publisher.kafka_sink import schema_record
+
+    creator = TopicCreator(bootstrap, 2, 1)
+    topic = f"{prefix}.raw.bench.t"
+    creator.ensure(topic)
+    creator.ensure(f"{prefix}.schemas")
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
+                         "queue.buffering.max.messages": 1_000_000})
+    producer.produce(f"{prefix}.schemas", key=TABLE.schema_hash.encode(),
+                     value=schema_record(TABLE))
+    n = 0
+    for u in range(UPDATES):
+        for k in range(KEYS):
+            key, value = _record(TABLE, k, u)
+            producer.produce(topic, key=key, value=value)
+            n += 1
+            if n % 100_000 == 0:
+                producer.poll(0)
+    assert producer.flush(120) == 0
+    return n
+
+
+def _du(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def test_bench_spark_job(stack, tmp_path) -> None:
+    rows = KEYS * UPDATES
+    here = Path(__file__).parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), os.getcwd()]))
+    for api, cores in (("tws", 1), ("tws", 2), ("pandas", 1)):
+        prefix = f"bench{uuid.uuid4().hex[:6]}"
+        assert _publish(stack.bootstrap_servers, prefix) == rows
+        ckpt = tmp_path / f"ckpt-{prefix}"
+        out = subprocess.run([sys.executable, "-c", RUN, api, str(cores),
+                              stack.bootstrap_servers, prefix, str(ckpt), str(MAX_PER_BATCH)],
+                             env=env, capture_output=True, text=True, timeout=1800)
+        assert out.returncode == 0, out.stderr[-3000:]
+        progress = json.loads(out.stdout.split("PROGRESS ", 1)[1].splitlines()[0])
+        assert sum(n for n, _ in progress) == rows
+        first, steady = progress[0], progress[1:]
+        steady_rows = sum(n for n, _ in steady)
+        steady_ms = sum(ms for _, ms in steady)
+        label = {"tws": "transformWithState", "pandas": "applyInPandasWithState"}[api]
+        state = _du(ckpt / "state")
+        print(f"\n{label} local[{cores}]: {rows:,} row updates over {KEYS:,} keys; first batch "
+              f"{first[0]:,} rows in {first[1] / 1000:.1f}s; steady {steady_rows:,} rows in "
+              f"{steady_ms / 1000:.1f}s = {steady_rows / (steady_ms / 1000):,.0f} rows/s; "
+              f"checkpoint state {state / 2**20:.1f} MB = "
+              f"{state / KEYS * 1e6 / 2**20:,.0f} MB per million keys")

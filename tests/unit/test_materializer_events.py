@@ -1,0 +1,171 @@
+"""KeyHandler end to end without Spark: RowUpdate bytes in, Debezium-style JSON events out."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import uuid
+from typing import Any
+
+import pytest
+
+from materializer.envelope import EnvelopeWriter
+from materializer.handler import EventSettings, KeyHandler, RawRecord
+from materializer.values import connect_schema
+from shared import rowupdate
+from shared.cqltype import parse_cql_type
+from shared.schema import TableSchema, table_from_json
+
+TABLE = table_from_json({
+    "keyspace": "shop", "table": "orders", "id": str(uuid.UUID(int=42)),
+    "gc_grace_seconds": 3600,
+    "columns": [
+        {"name": "id", "kind": "partition_key", "position": 0, "type": "int"},
+        {"name": "line", "kind": "clustering", "position": 0, "type": "int",
+         "clustering_order": "asc"},
+        {"name": "note", "kind": "static", "position": -1, "type": "text"},
+        {"name": "qty", "kind": "regular", "position": -1, "type": "int"},
+        {"name": "tags", "kind": "regular", "position": -1, "type": "map<text, blob>"},
+        {"name": "at", "kind": "regular", "position": -1, "type": "timestamp"},
+    ]}, {})
+NOW_MS = 1_800_000_000_000
+
+
+class Registry:
+    """Schemas known by hash (what the schema topic would hold)."""
+
+    def __init__(self, *tables: TableSchema) -> None:
+        self.tables = {t.schema_hash: t for t in tables}
+
+    def get(self, schema_hash: str) -> TableSchema:
+        return self.tables[schema_hash]
+
+
+def i32(v: int) -> bytes:
+    return struct.pack(">i", v)
+
+
+def raw(kind: str, clustering: list, cells: list, ts: int, position: int,
+        liveness: bool = False, deletion: int | None = None) -> bytes:
+    return rowupdate.encode({
+        "table_id": TABLE.id.bytes, "keyspace": "shop", "table": "orders",
+        "schema_hash": TABLE.schema_hash, "partition_key": i32(7), "clustering": clustering,
+        "kind": kind, "shadowable": False, "range": None,
+        "deletion": None if deletion is None else {"marked_for_delete_at": deletion,
+                                                   "local_deletion_time": NOW_MS // 1000},
+        "liveness": {"timestamp": ts, "ttl": 0, "local_expiration_time": None}
+        if liveness else None,
+        "cells": [{"column": c, "path": p, "value": v, "timestamp": ts, "ttl": 0,
+                   "local_deletion_time": None, "tombstone": False} for c, p, v in cells],
+        "complex_deletions": [],
+        "source": {"host": "10.0.0.1", "datacenter": "dc1", "file": "CommitLog-7-5.log",
+                   "segment_id": 5, "position": position, "index": 0, "commitlog_version": 7,
+                   "messaging_version": 12}})
+
+
+def run(handler: KeyHandler, values: list[bytes], state: bytes | None = None
+        ) -> tuple[list[tuple[str, Any, Any]], bytes | None]:
+    res = handler.handle("p.raw.shop.orders", i32(7),
+                         [RawRecord(v, 2, 100 + i) for i, v in enumerate(values)], state, None,
+                         NOW_MS)
+    # dead letters keep the raw partition key; events have JSON keys
+    out = [(t, k if t.endswith("dead-letter") else json.loads(k), json.loads(v) if v else None)
+           for t, k, v in res.outputs]
+    return out, res.state
+
+
+def test_insert_update_delete_give_c_u_d_with_full_rows() -> None:
+    h = KeyHandler(Registry(TABLE), EventSettings("p", cluster="prod"))
+    ins = raw("ROW", [i32(1)], [("qty", None, i32(2)), ("tags", b"red", b"\x01"),
+                                ("at", None, struct.pack(">q", 1_700_000_000_123))],
+              1000, 10, liveness=True)
+    events, state = run(h, [ins])
+    (topic, key, value), = events
+    assert topic == "p.shop.orders" and key == {"id": 7, "line": 1}
+    assert value["op"] == "c" and value["before"] is None
+    assert value["after"] == {"id": 7, "line": 1, "note": None, "qty": 2,
+                              "tags": {"red": base64.b64encode(b"\x01").decode()},
+                              "at": 1_700_000_000_123}
+    src = value["source"]
+    assert (src["connector"], src["name"], src["keyspace"], src["table"]) == (
+        "casscade", "prod", "shop", "orders")
+    assert (src["host"], src["file"], src["pos"], src["ts_us"]) == (
+        "10.0.0.1", "CommitLog-7-5.log", 10, 1000)
+    assert (src["kafka_topic"], src["kafka_partition"], src["kafka_offset"]) == (
+        "p.raw.shop.orders", 2, 100)
+    assert value["ts_ms"] == NOW_MS
+
+    upd = raw("STATIC_ROW", [], [("note", None, b"gift")], 2000, 20)
+    events, state = run(h, [upd], state)
+    (_, _, u), = events
+    assert u["op"] == "u" and u["before"]["note"] is None and u["after"]["note"] == "gift"
+    assert u["after"]["qty"] == 2  # the rest of the row is still there
+
+    delete = raw("ROW", [i32(1)], [], 3000, 30, deletion=3000)
+    events, state = run(h, [delete], state)
+    # the static-only row (SELECT shows it once no clustering row is left), the delete,
+    # then the tombstone for log compaction
+    assert [(e[1], (e[2] or {}).get("op")) for e in events] == [
+        ({"id": 7, "line": None}, "c"), ({"id": 7, "line": 1}, "d"), ({"id": 7, "line": 1}, None)]
+    assert events[0][2]["after"] == {"id": 7, "line": None, "note": "gift", "qty": None,
+                                     "tags": None, "at": None}
+    assert events[1][2]["before"]["note"] == "gift" and events[1][2]["after"] is None
+
+
+def test_replica_copies_and_shadowed_writes_give_no_event() -> None:
+    h = KeyHandler(Registry(TABLE), EventSettings("p", tombstones=False))
+    ins = raw("ROW", [i32(1)], [("qty", None, i32(2))], 1000, 10, liveness=True)
+    events, state = run(h, [ins, ins, ins])
+    assert [e[2]["op"] for e in events] == ["c"]
+    older = raw("ROW", [i32(1)], [("qty", None, i32(9))], 500, 11)
+    assert run(h, [older, ins], state)[0] == []
+
+
+def test_snapshot_rows_new_to_the_state_are_reads() -> None:
+    h = KeyHandler(Registry(TABLE), EventSettings("p"))
+    snap = raw("SNAPSHOT_ROW", [i32(3)], [("qty", None, i32(1))], 1000, 0, liveness=True)
+    (_, _, value), = run(h, [snap])[0]
+    assert value["op"] == "r" and value["source"]["snapshot"] == "true"
+
+
+def test_bad_records_go_to_the_dead_letter_topic_and_the_rest_flows() -> None:
+    h = KeyHandler(Registry(TABLE), EventSettings("p"))
+    good = raw("ROW", [i32(1)], [("qty", None, i32(2))], 1000, 10, liveness=True)
+    unknown = good.replace(TABLE.schema_hash.encode(), b"0" * 16)
+    events, _ = run(h, [b"\x01garbage", good, unknown])
+    dead = [e for e in events if e[0] == "p.materializer.dead-letter"]
+    assert len(dead) == 2
+    assert {(d[2]["topic"], d[2]["partition"], d[2]["offset"]) for d in dead} == {
+        ("p.raw.shop.orders", 2, 100), ("p.raw.shop.orders", 2, 102)}
+    assert "RecordFormatError" in dead[0][2]["error"]
+    assert base64.b64decode(dead[0][2]["value"]) == b"\x01garbage"  # nothing lost
+    assert [e[2]["op"] for e in events if e[0] == "p.shop.orders"] == ["c"]
+
+
+def test_schemas_enabled_envelope_is_jsonconverter_shaped() -> None:
+    w = EnvelopeWriter(TABLE, "prod", schemas=True)
+    doc = json.loads(w.value("c", None, {"id": 1}, w.source(5), 9))
+    assert set(doc) == {"schema", "payload"}
+    fields = {f["field"]: f for f in doc["schema"]["fields"]}
+    assert set(fields) == {"before", "after", "source", "op", "ts_ms"}
+    row = {f["field"]: f for f in fields["after"]["fields"]}
+    assert row["tags"] == {"type": "map", "keys": {"type": "string", "optional": True},
+                           "values": {"type": "bytes", "optional": True}, "optional": True,
+                           "field": "tags"}
+    assert row["at"]["name"] == "org.apache.kafka.connect.data.Timestamp"
+    key = json.loads(w.key({"id": 1, "line": 2}))
+    assert [f["field"] for f in key["schema"]["fields"]] == ["id", "line"]
+
+
+@pytest.mark.parametrize(("cql", "expected"), [
+    ("decimal", {"type": "double"}), ("varint", {"type": "int64"}),
+    ("uuid", {"type": "string", "name": "io.debezium.data.Uuid", "version": 1}),
+    ("date", {"type": "int32", "name": "org.apache.kafka.connect.data.Date", "version": 1}),
+    ("frozen<list<int>>", {"type": "array", "items": {"type": "int32", "optional": True}}),
+    ("tuple<int, text>", {"type": "struct", "fields": [
+        {"type": "int32", "optional": True, "field": "field1"},
+        {"type": "string", "optional": True, "field": "field2"}]}),
+])
+def test_debezium_type_mapping(cql: str, expected: dict) -> None:
+    assert connect_schema(parse_cql_type(cql, "ks", {})) == expected | {"optional": True}
