@@ -1,21 +1,33 @@
 #!/usr/bin/env python3
-"""`make demo`: start the local stack, write to a CDC table, show what lands in cdc_raw.
+"""`make demo`: the whole pipeline on the local stack.
 
-It then decodes the new CDC data with casscade's commit log reader. The publisher agent and
-the materializer are not built yet (issues 4 and 5): the demo says so.
+Cassandra (CDC) → `casscade publisher run` (node agent) → Kafka raw topic →
+`casscade materializer run` (Spark, local mode) → change events with full before/after rows.
+The demo's Cassandra is a node of its own (.casscade/demo/node, CQL port 19242), so its
+cdc_raw holds only the demo's writes; it is stopped at the end. State lives under
+.casscade/demo; a second run continues from it (its writes then show as updates).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
+from dataclasses import replace
+from pathlib import Path
 
-from publisher.cdc_index import read_cdc_index
-from publisher.commitlog.reader import CommitLogReader
-from publisher.schema_source import CassandraSchemaSource
-from shared import codec
+import yaml
+from confluent_kafka import Consumer, TopicPartition
+
 from shared.devstack import cassandra, stack
-from shared.devstack.settings import StackSettings
+from shared.devstack.settings import StackSettings, repo_root
 
+PREFIX = "demo"
+RAW_TOPIC = f"{PREFIX}.raw.demo.customers"
+EVENT_TOPIC = f"{PREFIX}.demo.customers"
 WORKLOAD = [
     "CREATE KEYSPACE IF NOT EXISTS demo WITH replication = "
     "{'class': 'SimpleStrategy', 'replication_factor': 1}",
@@ -31,102 +43,152 @@ WORKLOAD = [
     "UPDATE demo.customers SET email = 'grace@navy.mil' WHERE id = 2",
     "DELETE FROM demo.customers WHERE id = 3",
 ]
+CHANGES = 6  # row updates the workload's writes make
+NODE_PORTS = {"cql_port": 19242, "storage_port": 17200, "jmx_port": 17399}
 
 
 def main() -> None:
-    """Run the demo end to end and print what happened."""
-    s = StackSettings.from_env()
+    """Run the pipeline end to end and print the change events."""
+    base = StackSettings.from_env()
+    work = base.state_dir / "demo"
+    work.mkdir(parents=True, exist_ok=True)
     print("== 1. local stack (Kafka + Cassandra with CDC), started from Maven Central jars")
-    stack.up(s)
-    before = _indexed(s)
+    stack.up(base)
+    s = replace(base, state_dir=work / "node", cluster_name="casscade-demo", **NODE_PORTS)
+    stack.up(s, with_kafka=False)  # the demo's own node: its cdc_raw is the demo's alone
+    try:
+        _pipeline(s, work)
+    finally:
+        cassandra.shutdown(s, drain=False)
+    print("\nThe stack keeps running: `deploy/local/stack status`, `make down` to stop it.")
+
+
+def _pipeline(s: StackSettings, work: Path) -> None:
 
     print("\n== 2. a CDC table and a few writes")
     cluster = cassandra.cql_cluster(s)
     session = cluster.connect()
     try:
-        for cql in WORKLOAD:
+        session.execute(WORKLOAD[0], timeout=60)
+        session.execute(WORKLOAD[1], timeout=60)
+        raw_before = _end_offsets(s, RAW_TOPIC)
+        for cql in WORKLOAD[2:]:
             print(f"   cql> {cql}")
             session.execute(cql, timeout=60)
         rows = list(session.execute("SELECT id, name, email, tier, tags FROM demo.customers"))
     finally:
         cluster.shutdown()
-    print("   table now:")
+    print("   SELECT * now:")
     for r in sorted(rows):
-        print(f"     {r.id} | {r.name:6} | {r.email:18} | {r.tier:8} | "
-              f"{sorted(r.tags or [])}")
+        print(f"     {r.id} | {r.name:6} | {r.email:18} | {r.tier:8} | {sorted(r.tags or [])}")
 
-    print("\n== 3. what Cassandra handed to CDC consumers in cdc_raw")
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _indexed(s) == before:
-        time.sleep(0.25)  # the idx is rewritten at the next commit log sync (1 s period)
-    for seg, idx in sorted(_indexed(s).items()):
-        state = "COMPLETED" if idx.completed else "live"
-        grew = "  <- new CDC data" if before.get(seg) != idx else ""
-        print(f"   {seg:34} synced offset {idx.offset:>9,} B  {state}{grew}")
-    print(f"   ({s.cdc_raw_dir})")
-
-    print("\n== 4. the same writes, decoded from those segments by casscade's reader")
-    _show_decoded(s, before)
-
-    print("\n== 5. not built yet")
-    print("   publisher    (issue 4): follow cdc_raw and publish these row updates to the "
-          "Kafka topic casscade.raw.demo.customers")
-    print("   materializer (issue 5): merge them into c/u/d events with complete before/after "
-          "rows on casscade.demo.customers")
-    print("\nThe stack keeps running: `deploy/local/stack status`, `make down` to stop it.")
-
-
-def _show_decoded(s: StackSettings, before: dict) -> None:
-    """Print every demo.customers change found in the CDC data written since `before`."""
-    cluster = cassandra.cql_cluster(s)
+    print("\n== 3. publisher: the node agent follows cdc_raw and publishes row updates")
+    agent = _start_agent(s, work)
     try:
-        reader = CommitLogReader(CassandraSchemaSource(cluster.connect()), skip_unknown=True)
-        for name, idx in sorted(_indexed(s).items()):
-            start = before[name].offset if name in before else 0
-            if idx.offset <= start:
-                continue
-            until = None if idx.completed else idx.offset
-            for mutation in reader.read(s.cdc_raw_dir / name, until=until, resume_from=start):
-                for update in mutation.updates:
-                    if update.table.name == "demo.customers":
-                        _show_update(name, mutation.position, update)
+        deadline = time.monotonic() + 60
+        while _count_since(s, RAW_TOPIC, raw_before) < CHANGES:
+            if time.monotonic() > deadline or agent.poll() is not None:
+                sys.exit(f"the agent did not publish the writes; see {work / 'publisher.log'}")
+            time.sleep(0.3)
     finally:
-        cluster.shutdown()
+        agent.send_signal(signal.SIGTERM)
+        agent.wait(60)
+    print(f"   {_count_since(s, RAW_TOPIC, raw_before)} row updates on {RAW_TOPIC} "
+          f"(log: {work / 'publisher.log'})")
+
+    print("\n== 4. materializer: Spark merges them into change events (first start ~30 s)")
+    events_before = _end_offsets(s, EVENT_TOPIC)
+    cmd = [sys.executable, "-m", "shared.cli", "materializer", "run", "--available-now",
+           "--set", f"kafka.bootstrap_servers={s.bootstrap_servers}",
+           "--set", f"kafka.topic_prefix={PREFIX}",
+           "--set", f"spark.checkpoint={work / 'checkpoint'}", "--set", "log.format=text"]
+    with (work / "materializer.log").open("ab") as log:
+        code = subprocess.call(cmd, cwd=repo_root(), stdout=log, stderr=subprocess.STDOUT,
+                               env=_env(s))
+    if code != 0:
+        sys.exit(f"the materializer failed; see {work / 'materializer.log'}")
+
+    print(f"\n== 5. change events on {EVENT_TOPIC} (Debezium envelope, complete rows)")
+    _show_events(s, events_before)
 
 
-def _show_update(segment: str, position: int, update) -> None:
-    key = codec.decode_partition_key(update.table, update.partition_key)
-    where = f"   {segment}@{position:<8} id={key['id']}"
-    if update.partition_deletion is not None:
-        print(f"{where}  partition deleted at {update.partition_deletion.marked_for_delete_at}")
-    for row in update.rows:
-        what = "row marker (INSERT) + " if row.liveness else ""
-        if row.deletion is not None:
-            what += f"row deleted at {row.deletion.marked_for_delete_at} "
-        cells = []
-        for cell in row.cells:
-            name = cell.column.name
-            if cell.path is not None and cell.column.type.name == "set":
-                element = codec.decode_cell_path(cell.column, cell.path)
-                cells.append(f"{name} {'-' if cell.tombstone else '+'} {{{element!r}}}")
+def _env(s: StackSettings) -> dict[str, str]:
+    return dict(os.environ, CASSCADE_LIB_DIR=str(s.lib_dir))  # the jars the stack uses
+
+
+def _start_agent(s: StackSettings, work: Path) -> subprocess.Popen:
+    config = work / "publisher.yaml"
+    config.write_text(yaml.safe_dump({
+        "kafka": {"bootstrap_servers": s.bootstrap_servers, "topic_prefix": PREFIX,
+                  "partitions": 3},
+        "cassandra": {"contact_points": ["127.0.0.1"], "port": s.cql_port},
+        "cdc": {"cdc_raw": str(s.cdc_raw_dir), "archive_dir": str(work / "archive")},
+        "node": {"host": "local-node", "datacenter": "datacenter1"},
+        "state": {"path": str(work / "publisher-state")},
+        "http": {"port": 0}, "log": {"format": "text", "level": "WARNING"},
+    }))
+    log = (work / "publisher.log").open("ab")
+    return subprocess.Popen([sys.executable, "-m", "shared.cli", "publisher", "run",
+                             "--config", str(config)], cwd=repo_root(), stdout=log,
+                            stderr=subprocess.STDOUT, env=_env(s))
+
+
+def _consumer(s: StackSettings) -> Consumer:
+    return Consumer({"bootstrap.servers": s.bootstrap_servers, "group.id": "casscade-demo",
+                     "enable.auto.commit": False})
+
+
+def _end_offsets(s: StackSettings, topic: str) -> dict[int, int]:
+    c = _consumer(s)
+    try:
+        md = c.list_topics(topic, timeout=10).topics.get(topic)
+        if md is None or md.error is not None:
+            return {}
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in md.partitions}
+    finally:
+        c.close()
+
+
+def _count_since(s: StackSettings, topic: str, before: dict[int, int]) -> int:
+    return sum(end - before.get(p, 0) for p, end in _end_offsets(s, topic).items())
+
+
+def _show_events(s: StackSettings, before: dict[int, int]) -> None:
+    ends = _end_offsets(s, EVENT_TOPIC)
+    c = _consumer(s)
+    events = []
+    try:
+        c.assign([TopicPartition(EVENT_TOPIC, p, before.get(p, 0)) for p in ends])
+        left = {p for p, end in ends.items() if end > before.get(p, 0)}
+        while left:
+            msg = c.poll(10)
+            if msg is None:
+                break
+            if msg.error():
                 continue
-            if cell.path is not None:
-                name += f"[{codec.decode_cell_path(cell.column, cell.path)!r}]"
-            value = "tombstone" if cell.tombstone else repr(
-                codec.decode_cell_value(cell.column, cell.path, cell.value))
-            cells.append(f"{name}={value}")
-        if row.complex_deletions:
-            cells += [f"{n} cleared" for n in row.complex_deletions]
-        print(f"{where}  {what}{', '.join(cells)}")
+            if msg.value() is not None:
+                events.append(json.loads(msg.value()))
+            if msg.offset() + 1 >= ends[msg.partition()]:
+                left.discard(msg.partition())
+    finally:
+        c.close()
+    events.sort(key=lambda e: (e["source"]["ts_us"], e["source"]["kafka_offset"] or 0))
+    cols = ["id", "name", "email", "tier", "tags"]
+    print(f"   {'op':2}  {'row':6}  " + " | ".join(f"{c:17}" for c in cols[1:]))
+    for e in events:
+        key = (e["after"] or e["before"])["id"]
+        for label, image in (("before", e["before"]), ("after", e["after"])):
+            cells = " | ".join(f"{_fmt(image[c]) if image else '-':17}" for c in cols[1:])
+            print(f"   {e['op'] if label == 'before' else '':2}  {label:6}  {cells}"
+                  + (f"   id={key}" if label == "before" else ""))
+    print(f"   {len(events)} events: " + ", ".join(
+        f"{op}={sum(e['op'] == op for e in events)}" for op in "cud"))
 
 
-def _indexed(s: StackSettings) -> dict:
-    out = {}
-    for seg in s.cdc_raw_dir.glob("CommitLog-*.log"):
-        idx = read_cdc_index(seg)
-        if idx is not None:
-            out[seg.name] = idx
-    return out
+def _fmt(v: object) -> str:
+    text = "null" if v is None else (",".join(v) if isinstance(v, list) else str(v))
+    return text[:17]
 
 
 if __name__ == "__main__":
