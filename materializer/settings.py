@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from publisher.settings import LogSettings
+from shared.logs import LogSettings
 
 
 @dataclass
@@ -22,8 +22,8 @@ class KafkaSettings:
 
 @dataclass
 class SparkSettings:
-    """The Spark application. `master` local[N] runs embedded; under spark-submit the
-    submit script's master wins and `kafka_jars` should be "provided" (--packages)."""
+    """The Spark application. `master` local[N] runs embedded; any other value (the submit
+    script passes "submit") leaves master and driver settings to spark-submit."""
 
     master: str = "local[2]"
     app_name: str = "casscade-materializer"
@@ -31,7 +31,9 @@ class SparkSettings:
     trigger_interval_ms: int = 1000
     shuffle_partitions: int = 2  # = state partitions; fixed for the life of a checkpoint
     driver_memory: str = "1g"
-    kafka_jars: str = "auto"  # auto: resolve spark-sql-kafka from Maven Central; provided
+    # auto: resolve spark-sql-kafka from Maven Central into .casscade/lib (local runs);
+    # provided: spark-submit --packages/--jars supplies it; else a comma-separated jar list
+    kafka_jars: str = "auto"
     conf: dict[str, str] = field(default_factory=dict)  # any other spark.* setting
 
 

@@ -6,6 +6,8 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shared.logs import LogSettings
+
 
 @dataclass
 class KafkaSettings:
@@ -63,14 +65,6 @@ class HttpSettings:
 
     host: str = "127.0.0.1"
     port: int = 8000
-
-
-@dataclass
-class LogSettings:
-    """Log level and format (json or text)."""
-
-    level: str = "INFO"
-    format: str = "json"
 
 
 @dataclass

@@ -96,6 +96,11 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
             return None
         return _convert(args[0], value, where)
     if origin in (dict, Mapping):
+        if isinstance(value, str):  # from --set or the environment: inline YAML/JSON
+            try:
+                value = yaml.safe_load(value) or {}
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"{where}: {value!r} is not a YAML mapping") from exc
         if not isinstance(value, Mapping):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
         return {str(k): str(v) for k, v in value.items()}

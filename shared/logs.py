@@ -6,7 +6,17 @@ import json
 import logging
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
+
+
+@dataclass
+class LogSettings:
+    """Log level and format (json or text): the `log` section of every stage's config."""
+
+    level: str = "INFO"
+    format: str = "json"
+
 
 _RESERVED = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 

@@ -191,3 +191,29 @@ def test_killed_job_resumes_from_its_checkpoint(stack, cql, workload) -> None:
     assert len(list((checkpoint / "commits").glob("[0-9]*"))) > done_before
     _compare(stack, cql, workload, out)
     assert ks
+
+
+def test_spark_submit_script_runs_the_job(stack, cql, workload) -> None:
+    """deploy/spark/submit.sh: zipped code + connector jars through spark-submit."""
+    import os
+    import subprocess
+    import sys
+
+    from shared.devstack.settings import repo_root
+    from shared.devstack.spark import kafka_connector_jars
+
+    prefix, work = f"s{uuid.uuid4().hex[:8]}", workload["work"]
+    _copy_raw(stack, workload["prefix"], prefix, 1, seed=4)
+    jars = ",".join(str(j) for j in kafka_connector_jars(stack))
+    env = dict(os.environ, PYTHON=sys.executable, PYSPARK_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1")
+    cmd = ["deploy/spark/submit.sh", "--master", "local[2]", "--jars", jars, "--",
+           "--set", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
+           "--set", f"kafka.topic_prefix={prefix}",
+           "--set", f"spark.checkpoint={work / 'ckpt-submit'}", "--set", "log.format=text",
+           "--set", "spark.conf={\"spark.ui.enabled\": \"false\"}", "--available-now"]
+    out = subprocess.run(cmd, cwd=repo_root(), env=env, capture_output=True, text=True,
+                         timeout=600, start_new_session=True)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    assert (repo_root() / "build" / "casscade.zip").is_file()
+    _compare(stack, cql, workload, prefix)
