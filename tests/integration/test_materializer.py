@@ -14,7 +14,7 @@ import uuid
 from collections import defaultdict
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from materializer_harness import (
@@ -217,3 +217,41 @@ def test_spark_submit_script_runs_the_job(stack, cql, workload) -> None:
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     assert (repo_root() / "build" / "casscade.zip").is_file()
     _compare(stack, cql, workload, prefix)
+
+
+def test_ttl_expiry_is_an_event_even_without_writes(stack, cql, tmp_path) -> None:
+    """A processing-time timer reports the expiry of a key nobody writes to again."""
+    ks = f"ttl_{uuid.uuid4().hex[:8]}"
+    cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
+                "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, v text) WITH cdc = true")
+    prefix = f"x{uuid.uuid4().hex[:8]}"
+    topic = f"{prefix}.{ks}.t"
+    before = cdc_offsets(stack.cdc_raw_dir)
+    cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (2, 'stays')")
+    publish_new_cdc(stack, cql, before, prefix, tmp_path / "first")
+    proc = start_materializer(materializer_command(stack, prefix, tmp_path / "ckpt",
+                                                   available_now=False), tmp_path / "job.log")
+    try:
+        def ops() -> list[tuple[int, str]]:
+            try:
+                events = read_events(stack.bootstrap_servers, topic, timeout_s=5)
+            except (AssertionError, KafkaException):
+                return []  # the topic does not exist yet, or has no leader yet
+            return [(key["k"], value["op"]) for _p, _o, key, value in events if value]
+
+        wait_until(lambda: ops() == [(2, "c")], 300, "the first event")
+        before = cdc_offsets(stack.cdc_raw_dir)
+        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (1, 'expires') USING TTL 6")
+        written = time.monotonic()
+        publish_new_cdc(stack, cql, before, prefix, tmp_path / "second")
+        wait_until(lambda: (1, "d") in ops(), 90, "the expiry event")
+        assert time.monotonic() - written >= 5  # not before the TTL ran out
+        assert sorted(ops()) == [(1, "c"), (1, "d"), (2, "c")]
+        expiry = next(v for *_, v in read_events(stack.bootstrap_servers, topic) if v and
+                  v["op"] == "d")
+        assert expiry["before"] == {"k": 1, "v": "expires"} and expiry["after"] is None
+        assert expiry["source"]["kafka_offset"] is None  # no record caused it: the timer did
+    finally:
+        kill_group(proc)
+        cql.execute(f"DROP KEYSPACE {ks}")
