@@ -31,6 +31,11 @@ from shared.schema import TableSchema, table_from_json
 KEYS = int(os.environ.get("BENCH_KEYS", "50000"))
 UPDATES = int(os.environ.get("BENCH_UPDATES", "4"))
 MAX_PER_BATCH = int(os.environ.get("BENCH_BATCH", "40000"))
+# interleaved: update u of every key, then u + 1 (one row per key per micro-batch: the
+# worst case); grouped: a key's updates side by side (UPDATES rows per key per batch)
+ORDER = os.environ.get("BENCH_ORDER", "interleaved")
+RUNS = [(api, int(cores)) for api, cores in (r.split(":") for r in os.environ.get(
+    "BENCH_SPARK", "tws:1,tws:2,pandas:1").split(","))]
 
 TABLE = table_from_json({
     "keyspace": "bench", "table": "t", "id": "7b0f2a52-6c9e-4d1e-9b61-3c1d2f8e0a01",
@@ -127,13 +132,14 @@ def _publish(bootstrap: str, prefix: str) -> int:
     producer.produce(f"{prefix}.schemas", key=TABLE.schema_hash.encode(),
                      value=schema_record(TABLE))
     n = 0
-    for u in range(UPDATES):
-        for k in range(KEYS):
-            key, value = _record(TABLE, k, u)
-            producer.produce(topic, key=key, value=value)
-            n += 1
-            if n % 100_000 == 0:
-                producer.poll(0)
+    pairs = ((k, u) for u in range(UPDATES) for k in range(KEYS)) if ORDER == "interleaved" \
+        else ((k, u) for k in range(KEYS) for u in range(UPDATES))
+    for k, u in pairs:
+        key, value = _record(TABLE, k, u)
+        producer.produce(topic, key=key, value=value)
+        n += 1
+        if n % 100_000 == 0:
+            producer.poll(0)
     assert producer.flush(120) == 0
     return n
 
@@ -146,7 +152,7 @@ def test_bench_spark_job(stack, tmp_path) -> None:
     rows = KEYS * UPDATES
     here = Path(__file__).parent
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), os.getcwd()]))
-    for api, cores in (("tws", 1), ("tws", 2), ("pandas", 1)):
+    for api, cores in RUNS:
         prefix = f"bench{uuid.uuid4().hex[:6]}"
         assert _publish(stack.bootstrap_servers, prefix) == rows
         ckpt = tmp_path / f"ckpt-{prefix}"
@@ -161,7 +167,8 @@ def test_bench_spark_job(stack, tmp_path) -> None:
         steady_ms = sum(ms for _, ms in steady)
         label = {"tws": "transformWithState", "pandas": "applyInPandasWithState"}[api]
         state = _du(ckpt / "state")
-        print(f"\n{label} local[{cores}]: {rows:,} row updates over {KEYS:,} keys; first batch "
+        print(f"\n{label} local[{cores}]: {rows:,} row updates over {KEYS:,} keys ({ORDER}); "
+              f"first batch "
               f"{first[0]:,} rows in {first[1] / 1000:.1f}s; steady {steady_rows:,} rows in "
               f"{steady_ms / 1000:.1f}s = {steady_rows / (steady_ms / 1000):,.0f} rows/s; "
               f"checkpoint state {state / 2**20:.1f} MB = "
