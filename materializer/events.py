@@ -59,7 +59,9 @@ class KeyProcessor:
                 now_s: int) -> list[Change]:
         """Apply (record, raw value bytes) pairs; returns the changes in order."""
         changes = self.expire(state, now_s)
-        ordered = sorted(records, key=lambda r: (record_timestamp(r[0]), r[1]))
+        # a snapshot row before a CDC record of the same write time: it is the older view
+        ordered = sorted(records, key=lambda r: (record_timestamp(r[0]),
+                                                 r[0]["kind"] != "SNAPSHOT_ROW", r[1]))
         for rec, _raw in ordered:
             changes += self._apply(state, rec, now_s)
         state.evaluated_at = now_s

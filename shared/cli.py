@@ -6,6 +6,7 @@ import click
 
 from materializer.cli import materializer
 from publisher.cli import publisher
+from publisher.snapshot_cli import snapshot
 from shared.devstack.cli import dev
 
 
@@ -18,6 +19,7 @@ def cli() -> None:
     Stages (see README.md):
       publisher     node agent beside each Cassandra node: commit log -> raw Kafka topics
       materializer  Spark job: raw topics -> change events with full before/after rows
+      snapshot      bootstrap: a table's existing rows into its raw topic
     Tools:
       dev           the local Kafka + Cassandra stack used by `make demo` and `make test`
     """
@@ -25,6 +27,7 @@ def cli() -> None:
 
 cli.add_command(publisher)
 cli.add_command(materializer)
+cli.add_command(snapshot)
 cli.add_command(dev)
 
 

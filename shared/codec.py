@@ -145,3 +145,15 @@ def counter_shards(context: bytes) -> list[dict[str, Any]]:
 def counter_total(context: bytes) -> int:
     """The sum of a counter context's shard counts (this node's view of the counter)."""
     return sum(s["count"] for s in counter_shards(context))
+
+
+def encode_value(t: CqlType, value: Any) -> bytes:
+    """A driver-side Python value of type `t` in Cassandra's serialized form (snapshots)."""
+    return _driver_type(t).to_binary(value, PROTOCOL_VERSION)
+
+
+def encode_partition_key(table: TableSchema, parts: list[bytes]) -> bytes:
+    """Raw component values → the partition key bytes (CompositeType when several)."""
+    if len(parts) == 1:
+        return parts[0]
+    return b"".join(struct.pack(">H", len(p)) + p + b"\x00" for p in parts)

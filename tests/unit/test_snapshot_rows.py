@@ -1,0 +1,80 @@
+"""Snapshot rows → SNAPSHOT_ROW records, and the token ranges of a snapshot (no services)."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections import namedtuple
+
+from cassandra.util import OrderedMapSerializedKey, SortedSet
+
+from materializer.clustering import ClusteringOrder
+from materializer.image import partition_images
+from materializer.merge import Merger
+from materializer.model import PartitionState
+from materializer.values import RowRenderer
+from publisher.snapshot import MAX_TOKEN, MIN_TOKEN, token_ranges
+from publisher.snapshot_rows import row_record, select_statement
+from shared import codec, rowupdate
+from shared.schema import table_from_json
+
+TABLE = table_from_json({
+    "keyspace": "ks", "table": "t", "id": str(uuid.UUID(int=7)),
+    "columns": [
+        {"name": "p1", "kind": "partition_key", "position": 0, "type": "int"},
+        {"name": "p2", "kind": "partition_key", "position": 1, "type": "text"},
+        {"name": "c", "kind": "clustering", "position": 0, "type": "int",
+         "clustering_order": "asc"},
+        {"name": "v", "kind": "regular", "position": -1, "type": "text"},
+        {"name": "st", "kind": "regular", "position": -1, "type": "set<int>"},
+        {"name": "m", "kind": "regular", "position": -1, "type": "map<text, int>"},
+        {"name": "l", "kind": "regular", "position": -1, "type": "list<text>"},
+        {"name": "u", "kind": "regular", "position": -1, "type": "pt"},
+    ]}, {"ks": {"pt": [["a", "int"], ["b", "text"]]}})
+PT = namedtuple("pt", ["a", "b"])
+SOURCE = {"host": "h", "datacenter": "dc", "file": "snapshot:ks.t", "segment_id": 0,
+          "position": 3, "index": 0, "commitlog_version": 0, "messaging_version": 0}
+
+
+def test_token_ranges_cover_the_ring_without_overlap() -> None:
+    ranges = token_ranges(7)
+    assert ranges[0][0] == MIN_TOKEN and ranges[-1][1] == MAX_TOKEN
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
+    assert all(lo < hi for lo, hi in ranges)
+
+
+def test_select_names_every_column_with_writetime_and_ttl() -> None:
+    sql = select_statement(TABLE)
+    assert 'WRITETIME("st"), TTL("st")' in sql and 'token("p1", "p2") > ?' in sql
+
+
+def test_row_becomes_a_record_the_materializer_shows_as_the_same_row() -> None:
+    mk = OrderedMapSerializedKey(codec._driver_type(TABLE.column("m").type.params[0]), 5)
+    mk._insert_unchecked("a", b"a", 1)
+    mk._insert_unchecked("b", b"b", 2)
+    row = (1, "x", 9, "hello", 1000, 100, SortedSet([3, 4]), [1001, 1002], [None, 50],
+           mk, [1003, 1004], [None, None], ["e1", "e2"], [1005, 1006], [None, None],
+           PT(7, None), [1007, None], [None, None])
+    now_s, now_us = 1_800_000_000, 1_800_000_000_000_000
+    key, rec = row_record(TABLE, row, now_s, now_us, SOURCE)
+    assert key == codec.encode_partition_key(TABLE, [b"\x00\x00\x00\x01", b"x"])
+    assert rowupdate.decode(rowupdate.encode(rec)) == rec  # a valid RowUpdate
+    assert rec["kind"] == "SNAPSHOT_ROW" and rec["liveness"]["timestamp"] == 1000
+    by_col = {}
+    for c in rec["cells"]:
+        by_col.setdefault(c["column"], []).append(c)
+    assert by_col["v"][0]["ttl"] == 100 and by_col["v"][0]["local_deletion_time"] == now_s + 100
+    assert [c["timestamp"] for c in by_col["st"]] == [1001, 1002]
+    assert by_col["st"][1]["local_deletion_time"] == now_s + 50
+    assert len(by_col["u"]) == 1 and by_col["u"][0]["path"] == b"\x00\x00"  # field a only
+    # list paths are stable and keep the elements' order
+    paths = [c["path"] for c in by_col["l"]]
+    assert paths == [c["path"] for c in row_record(TABLE, row, now_s, now_us, SOURCE)[1]
+                     ["cells"] if c["column"] == "l"]
+    state = PartitionState()
+    Merger(ClusteringOrder(TABLE)).apply(state, rec)
+    (ck, image), = partition_images(state, now_s).items()
+    r = RowRenderer(TABLE)
+    shown = r.row(r.key(key, ck), image)
+    assert shown == {"p1": 1, "p2": "x", "c": 9, "v": "hello", "st": [3, 4],
+                     "m": {"a": 1, "b": 2}, "l": ["e1", "e2"], "u": {"a": 7, "b": None}}
