@@ -1,9 +1,10 @@
 """The event rule: which change events one key's records produce (design §4).
 
 For each key and micro-batch: first report TTL expiry that happened since the images were
-last evaluated, then apply the records one by one, in write-time order (ties broken on the
-record bytes, so any arrival order and any duplication of the same records gives the same
-events), and compare the touched rows' images before and after each record.
+last evaluated, then apply the records one by one: bootstrap snapshot records first (the
+base), then the others in write-time order (ties broken on the record bytes, so any arrival
+order and any duplication of the same records gives the same events), and compare the
+touched rows' images before and after each record.
 """
 
 from __future__ import annotations
@@ -59,9 +60,7 @@ class KeyProcessor:
                 now_s: int) -> list[Change]:
         """Apply (record, raw value bytes) pairs; returns the changes in order."""
         changes = self.expire(state, now_s)
-        # a snapshot row before a CDC record of the same write time: it is the older view
-        ordered = sorted(records, key=lambda r: (record_timestamp(r[0]),
-                                                 r[0]["kind"] != "SNAPSHOT_ROW", r[1]))
+        ordered = sorted(records, key=_apply_order)
         for rec, _raw in ordered:
             changes += self._apply(state, rec, now_s)
         state.evaluated_at = now_s
@@ -113,3 +112,19 @@ class KeyProcessor:
             if op is not None:
                 out.append(Change(op, ck, b, a, rec, ts))
         return out
+
+
+def from_snapshot(rec: dict[str, Any]) -> bool:
+    """Written by `casscade snapshot` (its rows, and its static-column records)."""
+    if rec["kind"] == "SNAPSHOT_ROW":
+        return True
+    source = rec.get("source")
+    return source is not None and source["file"].startswith("snapshot:")
+
+
+def _apply_order(item: tuple[dict[str, Any], bytes]) -> tuple:
+    # Snapshot records first (static columns before rows, so a read shows the whole row):
+    # they are the base the live writes change. Then write-time order, ties by bytes.
+    rec, raw = item
+    snap = from_snapshot(rec)
+    return (not snap, snap and rec["kind"] != "STATIC_ROW", record_timestamp(rec), raw)

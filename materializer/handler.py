@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from materializer.clustering import ClusteringOrder
 from materializer.envelope import EnvelopeWriter, dumps
-from materializer.events import Change, KeyProcessor
+from materializer.events import Change, KeyProcessor, from_snapshot
 from materializer.merge import Merger
 from materializer.model import PartitionState
 from shared import rowupdate
@@ -150,7 +150,7 @@ class KeyHandler:
             key = w.rows.key(partition_key, ch.clustering)
             source = self._source(w, ch)
             op = ch.op
-            if op == "c" and ch.cause is not None and ch.cause["kind"] == "SNAPSHOT_ROW":
+            if op == "c" and ch.cause is not None and from_snapshot(ch.cause):
                 op = "r"  # a row first seen through the bootstrap snapshot
             result.outputs.append((version.topic, w.key(key),
                                    w.value(op, w.rows.row(key, ch.before),
@@ -165,7 +165,7 @@ class KeyHandler:
             return w.source(ch.ts_us)
         src = rec["source"]
         topic, partition, offset = rec["_kafka"]
-        return w.source(ch.ts_us, snapshot=rec["kind"] == "SNAPSHOT_ROW", host=src["host"],
+        return w.source(ch.ts_us, snapshot=from_snapshot(rec), host=src["host"],
                         datacenter=src["datacenter"], file=src["file"], pos=src["position"],
                         index=src["index"], kafka_topic=topic, kafka_partition=partition,
                         kafka_offset=offset)
@@ -178,4 +178,5 @@ class KeyHandler:
                   extra=where | {"error": str(exc), "dead_letter_topic": self.settings.dlq})
         body = where | {"error": f"{type(exc).__name__}: {exc}", "value": raw.value}
         return self.settings.dlq, key, dumps(body)
+
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from publisher.kafka_sink import KafkaSink, raw_topic
-from publisher.snapshot_rows import row_record, select_statement
+from publisher.snapshot_rows import row_records, select_statement
 from shared import rowupdate
 from shared.schema import TableSchema
 
@@ -93,6 +93,18 @@ class Snapshot:
 
     def run(self, report: Callable[[Progress], None] = lambda _p: None) -> Progress:
         """Scan every range not done yet; returns the final progress."""
+        from cassandra.protocol import _ProtocolHandler
+
+        # The driver's compiled result decoder rejects the WRITETIME/TTL lists of
+        # collections when they hold nulls; the pure-Python one reads them.
+        handler = self.session.client_protocol_handler
+        self.session.client_protocol_handler = _ProtocolHandler
+        try:
+            return self._run(report)
+        finally:
+            self.session.client_protocol_handler = handler
+
+    def _run(self, report: Callable[[Progress], None]) -> Progress:
         done = self._done()
         progress = Progress(len(self.ranges), len(done), 0, time.monotonic())
         self.sink.ensure_topic(self.topic)
@@ -112,10 +124,15 @@ class Snapshot:
                       "file": f"snapshot:{self.table.name}", "segment_id": 0,
                       "position": index, "index": 0, "commitlog_version": 0,
                       "messaging_version": 0}
+            last_key = None
             for n, row in enumerate(self.session.execute(self.statement, (start, end))):
-                key, record = row_record(self.table, tuple(row), now_us // 1_000_000, now_us,
-                                         source | {"index": n})
-                self.sink.produce(self.topic, key, rowupdate.encode(record), delivered)
+                records = row_records(self.table, tuple(row), now_us // 1_000_000, now_us,
+                                      source | {"index": n}, with_static=True)
+                for key, record in records:
+                    if record["kind"] == "STATIC_ROW" and key == last_key:
+                        continue  # a partition's static columns: once, with its first row
+                    self.sink.produce(self.topic, key, rowupdate.encode(record), delivered)
+                    last_key = key
                 progress.rows += 1
                 self._pace(progress)
                 if time.monotonic() - last_report > 1:

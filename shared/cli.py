@@ -6,6 +6,7 @@ import click
 
 from materializer.cli import materializer
 from publisher.cli import publisher
+from publisher.ops_cli import ops
 from publisher.snapshot_cli import snapshot
 from shared.devstack.cli import dev
 
@@ -20,6 +21,7 @@ def cli() -> None:
       publisher     node agent beside each Cassandra node: commit log -> raw Kafka topics
       materializer  Spark job: raw topics -> change events with full before/after rows
       snapshot      bootstrap: a table's existing rows into its raw topic
+      ops           flush the CDC tables (cron), the filler-table writer
     Tools:
       dev           the local Kafka + Cassandra stack used by `make demo` and `make test`
     """
@@ -28,6 +30,7 @@ def cli() -> None:
 cli.add_command(publisher)
 cli.add_command(materializer)
 cli.add_command(snapshot)
+cli.add_command(ops)
 cli.add_command(dev)
 
 

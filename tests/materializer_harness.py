@@ -22,7 +22,7 @@ from materializer.envelope import dumps
 from materializer.values import to_connect
 from publisher.agent import Agent
 from publisher.kafka_sink import KafkaSink
-from publisher.offset_store import OffsetStore
+from publisher.offset_store import OffsetStore, SegmentState
 from publisher.schema_source import CassandraSchemaSource
 from publisher.settings import PublisherConfig
 from shared.devstack.settings import StackSettings, repo_root
@@ -31,9 +31,11 @@ from shared.schema import TableSchema
 
 
 def publish_new_cdc(stack: StackSettings, cql: Any, before: dict[str, int], prefix: str,
-                    workdir: Path, host: str = "node-1") -> int:
+                    workdir: Path, host: str = "node-1", from_before: bool = False) -> int:
     """Copy what the node synced since `before` into a private cdc_raw (marked COMPLETED)
-    and publish it with an in-process agent; returns the records acknowledged."""
+    and publish it with an in-process agent; returns the records acknowledged.
+    `from_before`: the agent starts at the `before` offsets (as if it had published
+    everything up to there), not at the start of those segments."""
     offsets = settled_offsets(stack.cdc_raw_dir)
     cdc_raw = workdir / f"cdc_raw-{host}"
     cdc_raw.mkdir(parents=True)
@@ -48,6 +50,11 @@ def publish_new_cdc(stack: StackSettings, cql: Any, before: dict[str, int], pref
     metrics = Registry()
     sink = KafkaSink(stack.bootstrap_servers, prefix, 3, 1, {}, metrics)
     store = OffsetStore(workdir / f"state-{host}")
+    if from_before:
+        for name, offset in before.items():
+            if (cdc_raw / name).exists():
+                store.put(int(name.split("-")[2].split(".")[0]), SegmentState(offset, set()))
+        store.flush()
     agent = Agent(config, CassandraSchemaSource(cql), sink, store, metrics)
     def finished() -> bool:
         # Retired, or read to the end with every record acknowledged: a segment can stay

@@ -242,11 +242,13 @@ def test_ttl_expiry_is_an_event_even_without_writes(stack, cql, tmp_path) -> Non
 
         wait_until(lambda: ops() == [(2, "c")], 300, "the first event")
         before = cdc_offsets(stack.cdc_raw_dir)
-        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (1, 'expires') USING TTL 6")
+        # long enough to be seen alive first, even on a slow machine
+        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (1, 'expires') USING TTL 20")
         written = time.monotonic()
         publish_new_cdc(stack, cql, before, prefix, tmp_path / "second")
+        wait_until(lambda: (1, "c") in ops(), 60, "the TTL'd row's creation")
         wait_until(lambda: (1, "d") in ops(), 90, "the expiry event")
-        assert time.monotonic() - written >= 5  # not before the TTL ran out
+        assert time.monotonic() - written >= 19  # not before the TTL ran out
         assert sorted(ops()) == [(1, "c"), (1, "d"), (2, "c")]
         expiry = next(v for *_, v in read_events(stack.bootstrap_servers, topic) if v and
                   v["op"] == "d")

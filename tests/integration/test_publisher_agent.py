@@ -4,6 +4,8 @@ publishing to the real broker; killed, restarted, cut off from Kafka, meeting ne
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -85,6 +87,12 @@ def test_mixed_workload_reaches_kafka_exactly_as_decoded(stack, node, session, t
         topic = raw_topic(agent.prefix, "ag", "mixed")
         records = read_topic(stack.bootstrap_servers, topic, expect_at_least=statements)
         wait_for(lambda: not completed_segments(node.cdc_raw_dir), 60, "completed segments retired")
+        # the runbook's status command, against the running agent
+        status = subprocess.run([sys.executable, "-m", "shared.cli", "publisher", "status",
+                                 "--config", str(agent.config)], capture_output=True,
+                                text=True, timeout=60)
+        assert status.returncode == 0, status.stderr
+        assert "current segment: CommitLog-" in status.stdout and "lag:" in status.stdout
     finally:
         assert agent.stop() == 0
 

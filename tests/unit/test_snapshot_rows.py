@@ -14,7 +14,7 @@ from materializer.merge import Merger
 from materializer.model import PartitionState
 from materializer.values import RowRenderer
 from publisher.snapshot import MAX_TOKEN, MIN_TOKEN, token_ranges
-from publisher.snapshot_rows import row_record, select_statement
+from publisher.snapshot_rows import row_records, select_statement
 from shared import codec, rowupdate
 from shared.schema import table_from_json
 
@@ -56,7 +56,7 @@ def test_row_becomes_a_record_the_materializer_shows_as_the_same_row() -> None:
            mk, [1003, 1004], [None, None], ["e1", "e2"], [1005, 1006], [None, None],
            PT(7, None), [1007, None], [None, None])
     now_s, now_us = 1_800_000_000, 1_800_000_000_000_000
-    key, rec = row_record(TABLE, row, now_s, now_us, SOURCE)
+    (key, rec), = row_records(TABLE, row, now_s, now_us, SOURCE)  # no static columns
     assert key == codec.encode_partition_key(TABLE, [b"\x00\x00\x00\x01", b"x"])
     assert rowupdate.decode(rowupdate.encode(rec)) == rec  # a valid RowUpdate
     assert rec["kind"] == "SNAPSHOT_ROW" and rec["liveness"]["timestamp"] == 1000
@@ -67,9 +67,13 @@ def test_row_becomes_a_record_the_materializer_shows_as_the_same_row() -> None:
     assert [c["timestamp"] for c in by_col["st"]] == [1001, 1002]
     assert by_col["st"][1]["local_deletion_time"] == now_s + 50
     assert len(by_col["u"]) == 1 and by_col["u"][0]["path"] == b"\x00\x00"  # field a only
-    # list paths are stable and keep the elements' order
+    # a list is replaced whole: deletion at its newest element, elements 1 µs later, with
+    # paths that are stable across reruns
+    assert rec["complex_deletions"] == [{"column": "l", "marked_for_delete_at": 1006,
+                                         "local_deletion_time": now_s}]
+    assert [c["timestamp"] for c in by_col["l"]] == [1007, 1007]
     paths = [c["path"] for c in by_col["l"]]
-    assert paths == [c["path"] for c in row_record(TABLE, row, now_s, now_us, SOURCE)[1]
+    assert paths == [c["path"] for c in row_records(TABLE, row, now_s, now_us, SOURCE)[0][1]
                      ["cells"] if c["column"] == "l"]
     state = PartitionState()
     Merger(ClusteringOrder(TABLE)).apply(state, rec)
@@ -78,3 +82,20 @@ def test_row_becomes_a_record_the_materializer_shows_as_the_same_row() -> None:
     shown = r.row(r.key(key, ck), image)
     assert shown == {"p1": 1, "p2": "x", "c": 9, "v": "hello", "st": [3, 4],
                      "m": {"a": 1, "b": 2}, "l": ["e1", "e2"], "u": {"a": 7, "b": None}}
+
+
+def test_static_columns_become_a_static_row_record() -> None:
+    table = table_from_json({
+        "keyspace": "ks", "table": "s", "id": str(uuid.UUID(int=8)),
+        "columns": [{"name": "p", "kind": "partition_key", "position": 0, "type": "int"},
+                    {"name": "c", "kind": "clustering", "position": 0, "type": "int",
+                     "clustering_order": "asc"},
+                    {"name": "s", "kind": "static", "position": -1, "type": "int"},
+                    {"name": "v", "kind": "regular", "position": -1, "type": "int"}]}, {})
+    pairs = row_records(table, (1, 2, 30, 500, None, 4, 600, None), 10, 10**7, SOURCE)
+    assert [r["kind"] for _, r in pairs] == ["STATIC_ROW", "SNAPSHOT_ROW"]
+    assert [c["column"] for c in pairs[0][1]["cells"]] == ["s"]
+    assert [c["column"] for c in pairs[1][1]["cells"]] == ["v"]
+    # a partition with only static data: SELECT shows null clustering values
+    only = row_records(table, (1, None, 30, 500, None, None, None, None), 10, 10**7, SOURCE)
+    assert [r["kind"] for _, r in only] == ["STATIC_ROW"]
