@@ -9,12 +9,10 @@ from typing import Any
 
 import click
 
-_CONFIG = click.option("--config", "config_file",
-                       type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                       help="YAML config (example: deploy/materializer.yaml).")
-_SET = click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
-                    help="Override one setting (repeatable); after the file and the "
-                         "CASSCADE_<SECTION>__<KEY> environment variables.")
+from shared.cli_config import config_option, load_config, set_option
+
+_CONFIG = config_option("deploy/materializer.yaml")
+_SET = set_option
 
 
 @click.group(name="materializer")
@@ -24,12 +22,8 @@ def materializer() -> None:
 
 def _config(config_file: Path | None, overrides: tuple[str, ...]) -> Any:
     from materializer.settings import MaterializerConfig
-    from shared.config import ConfigError, load
 
-    try:
-        return load(MaterializerConfig, config_file, overrides)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+    return load_config(MaterializerConfig, config_file, overrides)
 
 
 @materializer.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -15,6 +16,7 @@ from publisher.schema_source import (
     SchemaSource,
     read_system_schema,
 )
+from shared.cli_config import config_option, load_config, set_option
 
 
 @click.group(name="publisher")
@@ -116,22 +118,14 @@ def schema(host: str, port: int) -> None:
         cluster.shutdown()
 
 
-_CONFIG = click.option("--config", "config_file",
-                       type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                       help="YAML config (example: deploy/publisher.yaml).")
-_SET = click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
-                    help="Override one setting (repeatable); after the file and the "
-                         "CASSCADE_<SECTION>__<KEY> environment variables.")
+_CONFIG = config_option("deploy/publisher.yaml")
+_SET = set_option
 
 
-def _config(config_file: Path | None, overrides: tuple[str, ...]):
+def _config(config_file: Path | None, overrides: tuple[str, ...]) -> Any:
     from publisher.settings import PublisherConfig
-    from shared.config import ConfigError, load
 
-    try:
-        return load(PublisherConfig, config_file, overrides)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+    return load_config(PublisherConfig, config_file, overrides)
 
 
 @publisher.command()

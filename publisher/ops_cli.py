@@ -8,11 +8,10 @@ from pathlib import Path
 
 import click
 
-_CONFIG = click.option("--config", "config_file",
-                       type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                       help="The publisher's YAML config (its cassandra section is used).")
-_SET = click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
-                    help="Override one publisher setting (repeatable).")
+from shared.cli_config import config_option, set_option
+
+_CONFIG = config_option("deploy/publisher.yaml; its cassandra section is used")
+_SET = set_option
 
 
 @click.group(name="ops")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
-from reference import settled_offsets
+from reference import copy_synced_segments, settled_offsets
 
 from materializer.envelope import dumps
 from materializer.values import to_connect
@@ -39,10 +38,7 @@ def publish_new_cdc(stack: StackSettings, cql: Any, before: dict[str, int], pref
     offsets = settled_offsets(stack.cdc_raw_dir)
     cdc_raw = workdir / f"cdc_raw-{host}"
     cdc_raw.mkdir(parents=True)
-    for name, offset in offsets.items():
-        if offset > before.get(name, 0):
-            shutil.copyfile(stack.cdc_raw_dir / name, cdc_raw / name)
-            (cdc_raw / name.replace(".log", "_cdc.idx")).write_text(f"{offset}\nCOMPLETED")
+    copy_synced_segments(stack.cdc_raw_dir, before, offsets, cdc_raw)
     config = PublisherConfig()
     config.cdc.cdc_raw = cdc_raw
     config.kafka.topic_prefix = prefix

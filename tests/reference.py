@@ -288,6 +288,21 @@ def completed_segments(cdc_raw: Path) -> list[Path]:
             if (idx := read_cdc_index(s)) is not None and idx.completed]
 
 
+def copy_synced_segments(cdc_raw: Path, before: dict[str, int], offsets: dict[str, int],
+                         dest: Path) -> list[str]:
+    """Copy every segment that grew past `before` into `dest`, each with an idx saying
+    COMPLETED at its synced offset (a private cdc_raw for an agent); returns the names."""
+    import shutil
+
+    names = []
+    for name, offset in offsets.items():
+        if offset > before.get(name, 0):
+            shutil.copyfile(cdc_raw / name, dest / name)
+            (dest / name.replace(".log", "_cdc.idx")).write_text(f"{offset}\nCOMPLETED")
+            names.append(name)
+    return names
+
+
 def settled_offsets(cdc_raw: Path, wait_s: float = 2.2, timeout_s: float = 60) -> dict[str, int]:
     """cdc_offsets once two reads `wait_s` apart (> two commit log syncs) agree."""
     from support import wait_until

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import time
 import uuid
@@ -19,7 +18,7 @@ import uuid
 from cassandra.concurrent import execute_concurrent_with_args
 from confluent_kafka import Consumer
 from publisher_harness import AgentProcess, start_node, stop_node, wait_for
-from reference import cdc_offsets
+from reference import cdc_offsets, copy_synced_segments
 from support import wait_for_quiet_node
 
 from publisher.agent import Agent, tune_gc
@@ -47,10 +46,7 @@ def test_bench_publisher_throughput(stack, cql, keyspace, tmp_path) -> None:
     after = cdc_offsets(stack.cdc_raw_dir)
     cdc_raw = tmp_path / "cdc_raw"
     cdc_raw.mkdir()
-    for name, offset in after.items():
-        if offset > before.get(name, 0):
-            shutil.copyfile(stack.cdc_raw_dir / name, cdc_raw / name)
-            (cdc_raw / name.replace(".log", "_cdc.idx")).write_text(f"{offset}\nCOMPLETED")
+    copy_synced_segments(stack.cdc_raw_dir, before, after, cdc_raw)
 
     config = PublisherConfig()
     config.cdc.cdc_raw = cdc_raw

@@ -176,26 +176,37 @@ def statement(draw, ks: str) -> str:
             f"WHERE k = {draw(st.integers(0, 5))}")
 
 
-def test_random_statements_decode_to_what_cassandra_returns(stack, cql, keyspace) -> None:
-    cql.execute(f"CREATE TYPE {keyspace}.pt (a int, b text)")
+def create_workload_tables(cql, ks: str) -> None:
+    """The UDT and the two CDC tables `statement` writes to: {ks}.r (every type) and {ks}.ctr."""
+    cql.execute(f"CREATE TYPE {ks}.pt (a int, b text)")
     columns = ", ".join(f"{c} {t}" for c, t in COLUMN_TYPES.items())
-    cql.execute(f"CREATE TABLE {keyspace}.r (p1 int, p2 text, c1 int, c2 text, "
+    cql.execute(f"CREATE TABLE {ks}.r (p1 int, p2 text, c1 int, c2 text, "
                 f"s_int int static, s_set set<int> static, {columns}, l list<text>, "
                 f"s set<int>, m map<text, bigint>, u pt, PRIMARY KEY ((p1, p2), c1, c2)) "
                 f"WITH cdc = true")
-    cql.execute(f"CREATE TABLE {keyspace}.ctr (k int PRIMARY KEY, n counter) WITH cdc = true")
-    before = cdc_offsets(stack.cdc_raw_dir)
+    cql.execute(f"CREATE TABLE {ks}.ctr (k int PRIMARY KEY, n counter) WITH cdc = true")
+
+
+def run_workload(cql, ks: str, count: int) -> list[str]:
+    """Execute about `count` hypothesis-drawn statements; returns them in order."""
     executed: list[str] = []
 
-    @settings(max_examples=STATEMENTS // PER_EXAMPLE, deadline=None, database=None,
+    @settings(max_examples=count // PER_EXAMPLE, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
-    @given(st.lists(statement(keyspace), min_size=PER_EXAMPLE, max_size=PER_EXAMPLE))
+    @given(st.lists(statement(ks), min_size=PER_EXAMPLE, max_size=PER_EXAMPLE))
     def run(statements: list[str]) -> None:
         for cql_text in statements:
             cql.execute(cql_text, timeout=30)
             executed.append(cql_text)
 
     run()
+    return executed
+
+
+def test_random_statements_decode_to_what_cassandra_returns(stack, cql, keyspace) -> None:
+    create_workload_tables(cql, keyspace)
+    before = cdc_offsets(stack.cdc_raw_dir)
+    executed = run_workload(cql, keyspace, STATEMENTS)
     assert len(executed) >= 5000
     # The draw really covered every kind of write, many times over.
     for marker in ("INSERT", "UPDATE", "DELETE FROM", " FROM ", "c1 >", "BATCH", ".ctr",

@@ -15,8 +15,6 @@ from collections import defaultdict
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from materializer_harness import (
     canonical,
     final_rows,
@@ -30,7 +28,7 @@ from materializer_harness import (
 )
 from reference import cdc_offsets
 from support import wait_until
-from test_decode_random_workload import COLUMN_TYPES, statement
+from test_decode_random_workload import create_workload_tables, run_workload
 
 from publisher.schema_source import read_system_schema
 from shared.devstack.settings import StackSettings
@@ -47,25 +45,9 @@ def workload(stack: StackSettings, cql, tmp_path_factory):
     ks = f"mat_{uuid.uuid4().hex[:8]}"
     cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
                 "{'class': 'SimpleStrategy', 'replication_factor': 1}")
-    cql.execute(f"CREATE TYPE {ks}.pt (a int, b text)")
-    columns = ", ".join(f"{c} {t}" for c, t in COLUMN_TYPES.items())
-    cql.execute(f"CREATE TABLE {ks}.r (p1 int, p2 text, c1 int, c2 text, "
-                f"s_int int static, s_set set<int> static, {columns}, l list<text>, "
-                f"s set<int>, m map<text, bigint>, u pt, PRIMARY KEY ((p1, p2), c1, c2)) "
-                f"WITH cdc = true")
-    cql.execute(f"CREATE TABLE {ks}.ctr (k int PRIMARY KEY, n counter) WITH cdc = true")
+    create_workload_tables(cql, ks)
     before = cdc_offsets(stack.cdc_raw_dir)
-    executed: list[str] = []
-
-    @settings(max_examples=STATEMENTS // 18, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(st.lists(statement(ks), min_size=18, max_size=18))
-    def run(statements: list[str]) -> None:
-        for text in statements:
-            cql.execute(text, timeout=30)
-            executed.append(text)
-
-    run()
+    executed = run_workload(cql, ks, STATEMENTS)
     assert len(executed) >= 2000
     for marker in ("INSERT", "DELETE FROM", "c1 >", "USING TTL", "TIMESTAMP", "m[", "u.a",
                    ".ctr", "BATCH"):
