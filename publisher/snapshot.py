@@ -45,13 +45,15 @@ class Progress:
     ranges_done: int = 0
     rows: int = 0
     started: float = 0.0
+    resumed_with: int = 0  # ranges already done by an earlier run
 
     def line(self) -> str:
         """rows, ranges, rate and ETA in one line."""
         elapsed = max(time.monotonic() - self.started, 1e-6)
         rate = self.rows / elapsed
         left = self.ranges_total - self.ranges_done
-        eta = (elapsed / self.ranges_done * left) if self.ranges_done else float("nan")
+        this_run = self.ranges_done - self.resumed_with
+        eta = (elapsed / this_run * left) if this_run else float("nan")
         return (f"rows {self.rows:,}  ranges {self.ranges_done}/{self.ranges_total}  "
                 f"{rate:,.0f} rows/s  ETA {eta:,.0f} s")
 
@@ -106,7 +108,7 @@ class Snapshot:
 
     def _run(self, report: Callable[[Progress], None]) -> Progress:
         done = self._done()
-        progress = Progress(len(self.ranges), len(done), 0, time.monotonic())
+        progress = Progress(len(self.ranges), len(done), 0, time.monotonic(), len(done))
         self.sink.ensure_topic(self.topic)
         self.sink.ensure_schema(self.table)
         failed: list[Any] = []
