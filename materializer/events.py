@@ -19,7 +19,9 @@ from materializer.image import (
     next_expiry,
     partition_images,
     purge,
+    record_expiry,
     row_image,
+    row_values,
 )
 from materializer.merge import Merger, record_timestamp
 from materializer.model import Clustering, PartitionState
@@ -63,8 +65,12 @@ class KeyProcessor:
         ordered = sorted(records, key=_apply_order)
         for rec, _raw in ordered:
             changes += self._apply(state, rec, now_s)
+            # No full scan per batch: an earlier-than-needed expiry is harmless (expire()
+            # finds nothing and rescans), a missed one is not, and only new cells add one.
+            expiry = record_expiry(rec, now_s)
+            if expiry is not None and (state.next_expiry is None or expiry < state.next_expiry):
+                state.next_expiry = expiry
         state.evaluated_at = now_s
-        state.next_expiry = next_expiry(state, now_s)
         if now_s - state.last_purge >= min(self.gc_grace_s, PURGE_EVERY_S):
             purge(state, now_s, self.gc_grace_s)
         return changes
@@ -101,13 +107,15 @@ class KeyProcessor:
 
     def _apply(self, state: PartitionState, rec: dict[str, Any], now_s: int) -> list[Change]:
         touched = self._touched(state, rec)
-        before = {ck: row_image(state, ck, now_s) for ck in touched}
+        static = row_values(state.static, now_s) if state.static is not None else {}
+        before = {ck: row_image(state, ck, now_s, static) for ck in touched}
         self.merger.apply(state, rec)
+        static = row_values(state.static, now_s) if state.static is not None else {}
         ts = record_timestamp(rec)
         out = []
         for ck in sorted(set(touched), key=self.merger.order.key):
             b = before.get(ck)
-            a = row_image(state, ck, now_s)
+            a = row_image(state, ck, now_s, static)
             op = op_of(b, a)
             if op is not None:
                 out.append(Change(op, ck, b, a, rec, ts))

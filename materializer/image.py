@@ -7,6 +7,8 @@ Images are compared raw; `materializer.values` turns them into typed values for 
 
 from __future__ import annotations
 
+from typing import Any
+
 from materializer.merge import EXPIRED
 from materializer.model import Clustering, PartitionState, RowState
 
@@ -89,6 +91,17 @@ def next_expiry(state: PartitionState, now_s: int) -> int | None:
             if c[2] and not c[4] and c[3] is not None and c[3] > now_s:
                 best = c[3] if best is None else min(best, c[3])
     return best
+
+
+def record_expiry(rec: dict[str, Any], now_s: int) -> int | None:
+    """The earliest time (s) after `now_s` at which something a RowUpdate wrote expires."""
+    times = [c["local_deletion_time"] for c in rec["cells"]
+             if c["ttl"] and not c["tombstone"] and c["local_deletion_time"] is not None]
+    live = rec["liveness"]
+    if live is not None and live["ttl"] and live["ttl"] != EXPIRED:
+        times.append(live["local_expiration_time"])
+    later = [t for t in times if t is not None and t > now_s]
+    return min(later) if later else None
 
 
 def purge(state: PartitionState, now_s: int, gc_grace_s: int) -> None:

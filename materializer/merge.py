@@ -239,6 +239,8 @@ class Merger:
         cutoff = max(outer, row.deletion[0]) if row.deletion is not None else outer
         if row.liveness is not None and row.liveness[0] <= cutoff:
             row.liveness = None
+        if cutoff == MIN_TS and not row.complex:
+            return  # nothing can be shadowed: the common case, no dict rebuilt
         if row.complex:
             row.complex = {k: d for k, d in row.complex.items() if d[0] > cutoff}
         if row.cells:

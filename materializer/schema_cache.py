@@ -10,8 +10,7 @@ import json
 import logging
 import time
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-
+from shared.kafka_topics import read_to_end
 from shared.schema import TableSchema, table_from_json
 
 log = logging.getLogger(__name__)
@@ -51,32 +50,9 @@ class SchemaCache:
 
     def reload(self) -> None:
         """Read the whole schema topic (it is compacted: one record per hash)."""
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "unused",
-                             "enable.auto.commit": False, "enable.partition.eof": True})
-        try:
-            meta = consumer.list_topics(self.topic, timeout=self.timeout_s)
-            parts = meta.topics.get(self.topic)
-            if parts is None or parts.error is not None:
-                raise UnknownSchemaError(f"schema topic {self.topic} not found")
-            ends = {}
-            for p in parts.partitions:
-                low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, p),
-                                                           timeout=self.timeout_s)
-                if high > low:
-                    ends[p] = high
-            consumer.assign([TopicPartition(self.topic, p, 0) for p in ends])
-            while ends:
-                msg = consumer.poll(self.timeout_s)
-                if msg is None:
-                    raise KafkaException(f"timed out reading {self.topic}")
-                if msg.error():
-                    continue  # partition EOF (compaction can leave gaps before the end)
-                if msg.value() is not None:
-                    self._add(msg.value(), msg.partition(), msg.offset())
-                if msg.offset() + 1 >= ends.get(msg.partition(), 0):
-                    ends.pop(msg.partition(), None)
-        finally:
-            consumer.close()
+        for msg in read_to_end(self.bootstrap, self.topic, self.timeout_s):
+            if msg.value() is not None:
+                self._add(msg.value(), msg.partition(), msg.offset())
 
     def _add(self, value: bytes, partition: int, offset: int) -> None:
         try:

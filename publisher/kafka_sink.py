@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaException, Producer
 
+from shared.kafka_topics import TopicCreator
 from shared.metrics import Registry
 from shared.schema import TableSchema
 
@@ -53,8 +53,7 @@ class KafkaSink:
         }
         conf.update(producer_config)
         self.producer = Producer(conf)
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
-        self.known_topics: set[str] = set()
+        self.topics = TopicCreator(bootstrap, partitions, replication)
         self.published_hashes: set[str] = set()
         self.produced = metrics.counter("casscade_publisher_records_produced_total",
                                         "RowUpdate records handed to the Kafka producer")
@@ -66,29 +65,14 @@ class KafkaSink:
     # ---- topics -----------------------------------------------------------------------------
     def ensure_topic(self, topic: str, compacted: bool = False) -> None:
         """Create `topic` if missing (waits, retrying, until Kafka answers)."""
-        if topic in self.known_topics:
-            return
         backoff = 0.5
         while True:
             try:
-                if topic in self.admin.list_topics(timeout=10).topics:
-                    break
-                config = {"cleanup.policy": "compact"} if compacted else {}
-                future = self.admin.create_topics([NewTopic(
-                    topic, num_partitions=1 if compacted else self.partitions,
-                    replication_factor=self.replication, config=config)])[topic]
-                future.result(timeout=30)
-                log.info("created topic", extra={"topic": topic})
-                break
-            except KafkaException as exc:
-                if exc.args and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    break
+                self.topics.ensure(topic, compacted)
+                return
+            except Exception as exc:  # noqa: BLE001 — Kafka away, metadata timeouts: retry
                 self._kafka_down("create_topic", exc, backoff)
                 backoff = min(backoff * 2, 10)
-            except Exception as exc:  # noqa: BLE001 — metadata timeouts etc.: retry
-                self._kafka_down("create_topic", exc, backoff)
-                backoff = min(backoff * 2, 10)
-        self.known_topics.add(topic)
 
     def ensure_schema(self, table: TableSchema) -> None:
         """Publish the table's schema to the schema topic and wait for its ack, once."""

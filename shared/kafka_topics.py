@@ -1,9 +1,18 @@
-"""Topic creation shared by both stages (the local broker, like many, does not auto-create)."""
+"""Kafka topic plumbing shared by both stages: create-if-missing, and read-to-the-end.
+
+(The local broker, like many production ones, does not auto-create topics.)
+"""
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaError, KafkaException
+import logging
+import uuid
+from collections.abc import Iterator
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+log = logging.getLogger(__name__)
 
 
 class TopicCreator:
@@ -17,17 +26,53 @@ class TopicCreator:
         self.timeout_s = timeout_s
         self.known: set[str] = set()
 
-    def ensure(self, topic: str) -> None:
-        """Create `topic` unless it exists (raises KafkaException if Kafka refuses)."""
+    def ensure(self, topic: str, compacted: bool = False) -> None:
+        """Create `topic` unless it exists (a compacted one with one partition); raises
+        KafkaException or a timeout error if Kafka does not answer."""
         if topic in self.known:
             return
         if topic not in self.admin.list_topics(timeout=self.timeout_s).topics:
+            config = {"cleanup.policy": "compact"} if compacted else {}
             future = self.admin.create_topics([NewTopic(
-                topic, num_partitions=self.partitions,
-                replication_factor=self.replication)])[topic]
+                topic, num_partitions=1 if compacted else self.partitions,
+                replication_factor=self.replication, config=config)])[topic]
             try:
                 future.result(timeout=self.timeout_s)
+                log.info("created topic", extra={"topic": topic})
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise
         self.known.add(topic)
+
+
+def read_to_end(bootstrap: str, topic: str, timeout_s: float = 30.0,
+                start: dict[int, int] | None = None) -> Iterator[Message]:
+    """Every record of `topic` from `start` (partition → offset; default: the beginning) up
+    to the end it has now, partition by partition in offset order. KafkaException if the
+    topic is missing or a record does not come within `timeout_s`."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4()}",
+                         "enable.auto.commit": False})
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None:
+            raise KafkaException(f"topic {topic} not found")
+        ends = {}
+        for p in meta.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                       timeout=timeout_s)
+            first = max(low, (start or {}).get(p, low))
+            if high > first:
+                ends[p] = (first, high)
+        for p, (first, high) in sorted(ends.items()):
+            consumer.assign([TopicPartition(topic, p, first)])
+            offset = first
+            while offset < high:  # compaction may leave gaps: go by offsets, not counts
+                msg = consumer.poll(timeout_s)
+                if msg is None:
+                    raise KafkaException(f"timed out reading {topic}[{p}] at {offset}")
+                if msg.error():
+                    raise KafkaException(msg.error())
+                offset = msg.offset() + 1
+                yield msg
+    finally:
+        consumer.close()

@@ -10,11 +10,10 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import KafkaException
 from reference import copy_synced_segments, settled_offsets
 
 from materializer.envelope import dumps
@@ -25,6 +24,7 @@ from publisher.offset_store import OffsetStore, SegmentState
 from publisher.schema_source import CassandraSchemaSource
 from publisher.settings import PublisherConfig
 from shared.devstack.settings import StackSettings, repo_root
+from shared.kafka_topics import read_to_end
 from shared.metrics import Registry
 from shared.schema import TableSchema
 
@@ -116,31 +116,12 @@ def run_materializer(cmd: list[str], log: Path, timeout_s: float = 600) -> None:
 def read_events(bootstrap: str, topic: str, timeout_s: float = 30
                 ) -> list[tuple[int, int, dict, dict | None]]:
     """Every record of an event topic as (partition, offset, key, value or None)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
     try:
-        md = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        assert md is not None and md.error is None, f"topic {topic} missing"
-        ends = {}
-        for p in md.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            if high > low:
-                ends[p] = high
-        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-        out = []
-        deadline = time.monotonic() + timeout_s
-        while ends and time.monotonic() < deadline:
-            msg = consumer.poll(1)
-            if msg is None or msg.error():
-                continue
-            value = json.loads(msg.value()) if msg.value() is not None else None
-            out.append((msg.partition(), msg.offset(), json.loads(msg.key()), value))
-            if msg.offset() + 1 >= ends.get(msg.partition(), 0):
-                ends.pop(msg.partition(), None)
-        assert not ends, f"could not read {topic} to its end"
-        return out
-    finally:
-        consumer.close()
+        return [(m.partition(), m.offset(), json.loads(m.key()),
+                 json.loads(m.value()) if m.value() is not None else None)
+                for m in read_to_end(bootstrap, topic, timeout_s)]
+    except KafkaException as exc:
+        raise AssertionError(f"cannot read {topic} to its end: {exc}") from exc
 
 
 def final_rows(events: list[tuple[int, int, dict, dict | None]]) -> dict[str, dict]:

@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from shared.devstack import cassandra, stack
 from shared.devstack.settings import StackSettings, repo_root
+from shared.kafka_topics import read_to_end
 
 PREFIX = "demo"
 RAW_TOPIC = f"{PREFIX}.raw.demo.customers"
@@ -155,24 +156,9 @@ def _count_since(s: StackSettings, topic: str, before: dict[int, int]) -> int:
 
 
 def _show_events(s: StackSettings, before: dict[int, int]) -> None:
-    ends = _end_offsets(s, EVENT_TOPIC)
-    c = _consumer(s)
-    events = []
-    try:
-        c.assign([TopicPartition(EVENT_TOPIC, p, before.get(p, 0)) for p in ends])
-        left = {p for p, end in ends.items() if end > before.get(p, 0)}
-        while left:
-            msg = c.poll(10)
-            if msg is None:
-                break
-            if msg.error():
-                continue
-            if msg.value() is not None:
-                events.append(json.loads(msg.value()))
-            if msg.offset() + 1 >= ends[msg.partition()]:
-                left.discard(msg.partition())
-    finally:
-        c.close()
+    events = [json.loads(m.value()) for m in read_to_end(s.bootstrap_servers, EVENT_TOPIC,
+                                                           start=before)
+              if m.value() is not None]  # tombstones after deletes carry no event
     events.sort(key=lambda e: (e["source"]["ts_us"], e["source"]["kafka_offset"] or 0))
     cols = ["id", "name", "email", "tier", "tags"]
     print(f"   {'op':2}  {'row':6}  " + " | ".join(f"{c:17}" for c in cols[1:]))

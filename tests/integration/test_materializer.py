@@ -14,7 +14,7 @@ import uuid
 from collections import defaultdict
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 from materializer_harness import (
     canonical,
     final_rows,
@@ -32,6 +32,7 @@ from test_decode_random_workload import create_workload_tables, run_workload
 
 from publisher.schema_source import read_system_schema
 from shared.devstack.settings import StackSettings
+from shared.kafka_topics import TopicCreator, read_to_end
 from shared.schema import catalog_from_json
 
 pytestmark = pytest.mark.integration
@@ -94,30 +95,18 @@ def test_events_end_at_what_cassandra_returns(stack, cql, workload) -> None:
 def _copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int) -> int:
     """Re-publish every raw record `copies` times, shuffled within its key (the schema topic
     as is): what several replicas with different timing would produce."""
-    consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers, "group.id": "copy",
-                         "enable.auto.commit": False})
+    creator = TopicCreator(stack.bootstrap_servers, 3, 1)
     producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "acks": "all"})
-    topics = [t for t in consumer.list_topics(timeout=10).topics
+    topics = [t for t in creator.admin.list_topics(timeout=10).topics
               if t.startswith(f"{src_prefix}.raw.") or t == f"{src_prefix}.schemas"]
     rnd = random.Random(seed)
-    from shared.kafka_topics import TopicCreator
-
-    creator = TopicCreator(stack.bootstrap_servers, 3, 1)
     total = 0
     for topic in topics:
-        md = consumer.list_topics(topic, timeout=10).topics[topic]
         by_key: dict[bytes, list[bytes]] = defaultdict(list)
-        for p in md.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            consumer.assign([TopicPartition(topic, p, low)])
-            seen = low
-            while seen < high:
-                msg = consumer.poll(5)
-                assert msg is not None and msg.error() is None
-                by_key[msg.key()].append(msg.value())
-                seen = msg.offset() + 1
+        for msg in read_to_end(stack.bootstrap_servers, topic):
+            by_key[msg.key()].append(msg.value())
         out_topic = dst_prefix + topic[len(src_prefix):]
-        creator.ensure(out_topic)
+        creator.ensure(out_topic, compacted=out_topic.endswith(".schemas"))
         for key, values in by_key.items():
             many = values * (copies if ".raw." in topic else 1)
             rnd.shuffle(many)
@@ -125,7 +114,6 @@ def _copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int) -
                 producer.produce(out_topic, key=key, value=v)
                 total += 1
     assert producer.flush(60) == 0
-    consumer.close()
     return total
 
 
