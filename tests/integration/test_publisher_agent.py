@@ -57,7 +57,10 @@ def _roll_segments(session, table: str = "ag.filler") -> None:
                     "WITH cdc = true")
     insert = session.prepare(f"INSERT INTO {table} (k, b) VALUES (?, ?)")
     blob = random.randbytes(200_000)
-    execute_concurrent_with_args(session, insert, [(i, blob) for i in range(25)])
+    # a few at a time: 25 x 200 kB at once can overload the driver's connection
+    # (ConnectionBusy seen once in a fresh-clone run on the 2-core machine)
+    execute_concurrent_with_args(session, insert, [(i, blob) for i in range(25)],
+                                 concurrency=4)
 
 
 def test_mixed_workload_reaches_kafka_exactly_as_decoded(stack, node, session, tmp_path):
