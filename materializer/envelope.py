@@ -39,11 +39,13 @@ def dumps(obj: Any) -> bytes:
 class EnvelopeWriter:
     """Serializes events of one table version."""
 
-    def __init__(self, table: TableSchema, cluster: str, schemas: bool) -> None:
+    def __init__(self, table: TableSchema, cluster: str, schemas: bool,
+                 varint: str = "long") -> None:
         self.table = table
         self.cluster = cluster
         self.schemas = schemas
-        self.rows = RowRenderer(table)
+        self.varint = varint  # long (Debezium's default) or string
+        self.rows = RowRenderer(table, varint)
         self.name = f"{cluster}.{table.keyspace}.{table.table}"
 
     @cached_property
@@ -51,8 +53,8 @@ class EnvelopeWriter:
         """Connect schema of the key struct."""
         cols = list(self.table.partition_key) + list(self.table.clustering)
         return {"type": "struct", "name": f"{self.name}.Key", "optional": False,
-                "fields": [connect_schema(c.type, c.name) | {"optional": c.kind != "partition_key"}
-                           for c in cols]}
+                "fields": [connect_schema(c.type, c.name, self.varint)
+                           | {"optional": c.kind != "partition_key"} for c in cols]}
 
     @cached_property
     def value_schema(self) -> dict[str, Any]:
@@ -60,7 +62,7 @@ class EnvelopeWriter:
         cols = (list(self.table.partition_key) + list(self.table.clustering)
                 + [c for c in self.table.columns if c.kind in ("static", "regular")])
         row = {"type": "struct", "name": f"{self.name}.Value", "optional": True,
-               "fields": [connect_schema(c.type, c.name) for c in cols]}
+               "fields": [connect_schema(c.type, c.name, self.varint) for c in cols]}
         source = {"type": "struct", "name": "io.casscade.Source", "optional": False,
                   "field": "source", "fields": [{"type": t, "optional": True, "field": f}
                                                 for f, t in _SOURCE_FIELDS]}

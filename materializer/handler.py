@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from materializer.avro_envelope import AvroEnvelopeWriter
+from materializer.avro_registry import SchemaPublisher
 from materializer.clustering import ClusteringOrder
 from materializer.envelope import EnvelopeWriter, dumps
 from materializer.events import Change, KeyProcessor, from_snapshot
@@ -40,11 +42,27 @@ class EventSettings:
     dead_letter_topic: str | None = None  # default <prefix>.materializer.dead-letter
     partitions: int = 6  # of each event topic the job creates
     replication_factor: int = 1
+    format: str = "json"  # json (Kafka Connect JsonConverter shape) or avro
+    schema_registry_url: str | None = None  # avro: Confluent wire format via this registry
+    avro_schema_topic: str | None = None  # avro without registry: default <prefix>.avro-schemas
+    varint_mode: str = "long"  # long (int64, as Debezium) or string (exact at any size)
+
+    def __post_init__(self) -> None:
+        if self.format not in ("json", "avro"):
+            raise ValueError(f"events.format must be json or avro, not {self.format!r}")
+        if self.varint_mode not in ("long", "string"):
+            raise ValueError(f"events.varint_mode must be long or string, not "
+                             f"{self.varint_mode!r}")
 
     @property
     def dlq(self) -> str:
         """The dead-letter topic."""
         return self.dead_letter_topic or f"{self.topic_prefix}.materializer.dead-letter"
+
+    @property
+    def avro_schemas(self) -> str:
+        """The topic Avro schemas go to when no registry is configured."""
+        return self.avro_schema_topic or f"{self.topic_prefix}.avro-schemas"
 
 
 @dataclass
@@ -70,31 +88,42 @@ class Result:
 class _TableVersion:
     """Everything derived from one schema version."""
 
-    def __init__(self, table: TableSchema, settings: EventSettings) -> None:
+    def __init__(self, table: TableSchema, settings: EventSettings,
+                 publisher: SchemaPublisher | None) -> None:
         self.table = table
         order = ClusteringOrder(table)
         counters = frozenset(c.name for c in table.columns if c.type.name == "counter")
         self.processor = KeyProcessor(Merger(order, counters),
                                       any(c.kind == "static" for c in table.columns),
                                       table.gc_grace_seconds)
-        self.writer = EnvelopeWriter(table, settings.cluster, settings.schemas)
         self.topic = f"{settings.topic_prefix}.{table.keyspace}.{table.table}"
+        if settings.format == "avro":
+            if publisher is None:
+                raise ValueError("events.format avro needs a schema publisher")
+            self.writer = AvroEnvelopeWriter(table, settings.cluster, self.topic, publisher,
+                                             settings.varint_mode)
+        else:
+            self.writer = EnvelopeWriter(table, settings.cluster, settings.schemas,
+                                         settings.varint_mode)
 
 
 class KeyHandler:
     """Applies one partition key's records and renders its change events."""
 
     def __init__(self, schemas: Schemas, settings: EventSettings,
-                 ensure_topic: Callable[[str], None] = lambda _topic: None) -> None:
+                 ensure_topic: Callable[[str], None] = lambda _topic: None,
+                 schema_publisher: SchemaPublisher | None = None) -> None:
         self.schemas = schemas
         self.settings = settings
         self.ensure_topic = ensure_topic  # creates an output topic before its first event
+        self.schema_publisher = schema_publisher  # Avro schemas (events.format avro)
         self._versions: dict[str, _TableVersion] = {}
 
     def _version(self, schema_hash: str) -> _TableVersion:
         v = self._versions.get(schema_hash)
         if v is None:
-            v = _TableVersion(self.schemas.get(schema_hash), self.settings)
+            v = _TableVersion(self.schemas.get(schema_hash), self.settings,
+                              self.schema_publisher)
             self.ensure_topic(v.topic)
             self._versions[schema_hash] = v
         return v
@@ -152,11 +181,19 @@ class KeyHandler:
             op = ch.op
             if op == "c" and ch.cause is not None and from_snapshot(ch.cause):
                 op = "r"  # a row first seen through the bootstrap snapshot
-            result.outputs.append((version.topic, w.key(key),
-                                   w.value(op, w.rows.row(key, ch.before),
-                                           w.rows.row(key, ch.after), source, now_ms)))
+            before, after = w.rows.row(key, ch.before), w.rows.row(key, ch.after)
+            try:
+                event_key = w.key(key)
+                event = w.value(op, before, after, source, now_ms)
+            except (ValueError, TypeError, OverflowError) as exc:
+                # a value the event format cannot carry (an Avro int64 holding a varint
+                # beyond 64 bits): this event to the dead-letter topic, the rest flows on
+                result.outputs.append(self._unencodable(version, key, op, before, after,
+                                                        source, exc))
+                continue
+            result.outputs.append((version.topic, event_key, event))
             if ch.op == "d" and self.settings.tombstones:
-                result.outputs.append((version.topic, w.key(key), None))
+                result.outputs.append((version.topic, event_key, None))
 
     @staticmethod
     def _source(w: EnvelopeWriter, ch: Change) -> dict[str, Any]:
@@ -169,6 +206,18 @@ class KeyHandler:
                         datacenter=src["datacenter"], file=src["file"], pos=src["position"],
                         index=src["index"], kafka_topic=topic, kafka_partition=partition,
                         kafka_offset=offset)
+
+    def _unencodable(self, version: _TableVersion, key: dict[str, Any], op: str,
+                     before: dict | None, after: dict | None, source: dict[str, Any],
+                     exc: Exception) -> tuple[str, bytes | None, bytes | None]:
+        self.ensure_topic(self.settings.dlq)
+        where = {"topic": source.get("kafka_topic"), "partition": source.get("kafka_partition"),
+                 "offset": source.get("kafka_offset"), "event_topic": version.topic}
+        log.error("change event cannot be encoded; sent to the dead-letter topic",
+                  extra=where | {"error": str(exc), "dead_letter_topic": self.settings.dlq})
+        body = where | {"error": f"{type(exc).__name__}: {exc}", "event": {
+            "key": key, "op": op, "before": before, "after": after, "source": source}}
+        return self.settings.dlq, dumps(key), dumps(body)
 
     def _dead_letter(self, topic: str, key: bytes, raw: RawRecord,
                      exc: Exception) -> tuple[str, bytes | None, bytes | None]:

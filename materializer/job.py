@@ -29,7 +29,8 @@ def event_settings(cfg: MaterializerConfig) -> EventSettings:
     """The event shape settings the processor needs."""
     e = cfg.events
     return EventSettings(cfg.kafka.topic_prefix, e.cluster, e.schemas, e.tombstones,
-                         e.dead_letter_topic, e.partitions, e.replication_factor)
+                         e.dead_letter_topic, e.partitions, e.replication_factor, e.format,
+                         e.schema_registry_url, e.avro_schema_topic, e.varint_mode)
 
 
 def session(cfg: MaterializerConfig, available_now: bool = False) -> SparkSession:

@@ -19,15 +19,18 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
+from materializer.avro_registry import ConfluentRegistry, SchemaPublisher, SchemaTopic
 from materializer.handler import EventSettings, KeyHandler, RawRecord, Result
 from materializer.schema_cache import SchemaCache
 from shared.kafka_topics import TopicCreator
 
 OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY"
 STATE_SCHEMA = "blob BINARY, schema_hash STRING, timer_ms LONG"
-# Per Python worker (Spark reuses workers across tasks): schemas and known topics.
+# Per Python worker (Spark reuses workers across tasks): schemas, known topics, Avro
+# schema headers.
 _CACHES: dict[tuple[str, str], SchemaCache] = {}
 _TOPICS: dict[str, TopicCreator] = {}
+_PUBLISHERS: dict[tuple[str, str], SchemaPublisher] = {}
 
 
 def _cache(bootstrap: str, topic: str) -> SchemaCache:
@@ -35,6 +38,19 @@ def _cache(bootstrap: str, topic: str) -> SchemaCache:
     if cache is None:
         cache = _CACHES[(bootstrap, topic)] = SchemaCache(bootstrap, topic)
     return cache
+
+
+def _publisher(bootstrap: str, settings: EventSettings) -> SchemaPublisher | None:
+    if settings.format != "avro":
+        return None
+    key = (bootstrap, settings.schema_registry_url or settings.avro_schemas)
+    publisher = _PUBLISHERS.get(key)
+    if publisher is None:
+        publisher = _PUBLISHERS[key] = (
+            ConfluentRegistry(settings.schema_registry_url) if settings.schema_registry_url
+            else SchemaTopic(bootstrap, settings.avro_schemas,
+                             _topics(bootstrap, settings).ensure))
+    return publisher
 
 
 def _topics(bootstrap: str, settings: EventSettings) -> TopicCreator:
@@ -58,7 +74,8 @@ class MaterializeProcessor(StatefulProcessor):
         self.handle = handle
         self.state = handle.getValueState("partition", STATE_SCHEMA)
         self.handler = KeyHandler(_cache(self.bootstrap, self.schema_topic), self.settings,
-                                  _topics(self.bootstrap, self.settings).ensure)
+                                  _topics(self.bootstrap, self.settings).ensure,
+                                  _publisher(self.bootstrap, self.settings))
 
     def _load(self) -> tuple[bytes | None, str | None, int | None]:
         row = self.state.get()

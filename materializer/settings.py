@@ -47,6 +47,12 @@ class EventsSettings:
     dead_letter_topic: str | None = None  # default <prefix>.materializer.dead-letter
     partitions: int = 6  # of each event topic the job creates
     replication_factor: int = 1
+    format: str = "json"  # json, or avro (fastavro)
+    # avro: register schemas here and use the Confluent wire format; unset: Avro
+    # single-object encoding, schemas on avro_schema_topic (default <prefix>.avro-schemas)
+    schema_registry_url: str | None = None
+    avro_schema_topic: str | None = None
+    varint_mode: str = "long"  # long: int64 as Debezium; string: exact decimal text
 
 
 @dataclass

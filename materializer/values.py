@@ -39,24 +39,28 @@ _LOGICAL = {"date": "org.apache.kafka.connect.data.Date",
             "uuid": "io.debezium.data.Uuid", "timeuuid": "io.debezium.data.Uuid"}
 
 
-def connect_schema(t: CqlType, field: str | None = None) -> dict[str, Any]:
-    """The Kafka Connect (JsonConverter) schema of a column of type `t`."""
+def connect_schema(t: CqlType, field: str | None = None, varint: str = "long"
+                   ) -> dict[str, Any]:
+    """The Kafka Connect (JsonConverter) schema of a column of type `t`; `varint` "string"
+    carries varints as decimal strings (exact at any size) instead of int64."""
     out: dict[str, Any]
-    if t.name in _SIMPLE:
+    if t.name == "varint" and varint == "string":
+        out = {"type": "string"}
+    elif t.name in _SIMPLE:
         out = {"type": _SIMPLE[t.name]}
         if t.name in _LOGICAL:
             out |= {"name": _LOGICAL[t.name], "version": 1}
     elif t.name in ("list", "set", "vector"):
-        out = {"type": "array", "items": connect_schema(t.params[0])}
+        out = {"type": "array", "items": connect_schema(t.params[0], None, varint)}
     elif t.name == "map":
-        out = {"type": "map", "keys": connect_schema(t.params[0]),
-               "values": connect_schema(t.params[1])}
+        out = {"type": "map", "keys": connect_schema(t.params[0], None, varint),
+               "values": connect_schema(t.params[1], None, varint)}
     elif t.name == "tuple":
-        out = {"type": "struct", "fields": [connect_schema(p, f"field{i + 1}")
+        out = {"type": "struct", "fields": [connect_schema(p, f"field{i + 1}", varint)
                                             for i, p in enumerate(t.params)]}
     elif t.name == "udt":
         out = {"type": "struct", "name": f"{t.keyspace}.{t.udt_name}",
-               "fields": [connect_schema(p, f) for f, p in zip(t.field_names, t.params,
+               "fields": [connect_schema(p, f, varint) for f, p in zip(t.field_names, t.params,
                                                                 strict=True)]}
     else:
         out = {"type": "bytes"}  # a type without a mapping travels as its raw bytes
@@ -66,11 +70,13 @@ def connect_schema(t: CqlType, field: str | None = None) -> dict[str, Any]:
     return out
 
 
-def to_connect(t: CqlType, v: Any) -> Any:
+def to_connect(t: CqlType, v: Any, varint: str = "long") -> Any:
     """A driver-decoded value of type `t` in its Connect form (see the module doc)."""
     if v is None:
         return None
     n = t.name
+    if n == "varint":
+        return str(v) if varint == "string" else v
     if n in ("uuid", "timeuuid", "inet"):
         return str(v)
     if n == "decimal":
@@ -90,17 +96,19 @@ def to_connect(t: CqlType, v: Any) -> Any:
     if n == "duration":
         return (v.months * 30 + v.days) * _NS_PER_DAY + v.nanoseconds
     if n in ("list", "set", "vector"):
-        return [to_connect(t.params[0], x) for x in v]
+        return [to_connect(t.params[0], x, varint) for x in v]
     if n == "map":
-        pairs = [(to_connect(t.params[0], k), to_connect(t.params[1], x)) for k, x in v.items()]
+        pairs = [(to_connect(t.params[0], k, varint), to_connect(t.params[1], x, varint))
+                 for k, x in v.items()]
         if _SIMPLE.get(t.params[0].name) == "string":
             return dict(pairs)  # JsonConverter: an object for string keys, else pairs
         return [list(p) for p in pairs]
     if n == "tuple":
-        return {f"field{i + 1}": to_connect(p, x) for i, (p, x) in enumerate(zip(t.params, v,
-                                                                                 strict=False))}
+        return {f"field{i + 1}": to_connect(p, x, varint)
+                for i, (p, x) in enumerate(zip(t.params, v, strict=False))}
     if n == "udt":
-        return {f: to_connect(p, getattr(v, f, None) if not isinstance(v, dict) else v.get(f))
+        return {f: to_connect(p, getattr(v, f, None) if not isinstance(v, dict) else v.get(f),
+                              varint)
                 for f, p in zip(t.field_names, t.params, strict=True)}
     return v
 
@@ -132,8 +140,9 @@ def _finite(x: float) -> float | None:
 class RowRenderer:
     """Turns raw images and keys of one table version into typed dicts."""
 
-    def __init__(self, table: TableSchema) -> None:
+    def __init__(self, table: TableSchema, varint: str = "long") -> None:
         self.table = table
+        self.varint = varint
         self.partition_key = table.partition_key
         self.clustering = table.clustering
         decoders = {c.name: self._decoder(c) for c in table.columns}
@@ -149,17 +158,16 @@ class RowRenderer:
                ) -> tuple[str, Callable[[Any], Any], bool]:
         return c.name, decoders[c.name], c.type.name not in ("text", "ascii", "varchar", "blob")
 
-    @staticmethod
-    def _decoder(c: ColumnSchema) -> Callable[[Any], Any]:
-        t = c.type
+    def _decoder(self, c: ColumnSchema) -> Callable[[Any], Any]:
+        t, varint = c.type, self.varint
         if t.is_multicell:
-            return lambda cells: to_connect(t, _complex(c, cells))
+            return lambda cells: to_connect(t, _complex(c, cells), varint)
         if t.name == "counter":
             return codec.counter_total
         fast = _fast(t)
         if fast is not None:
             return fast
-        return lambda raw: to_connect(t, codec.decode_value(t, raw))
+        return lambda raw: to_connect(t, codec.decode_value(t, raw), varint)
 
     def key(self, partition_key: bytes, clustering: tuple[bytes | None, ...]) -> dict[str, Any]:
         """Primary key column → value."""

@@ -3,7 +3,9 @@ as a real process, read the event topics, and ask Cassandra for the truth (test 
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import datetime as dt
 import json
 import os
 import signal
@@ -139,14 +141,39 @@ def canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True)
 
 
-def oracle_rows(cql: Any, table: TableSchema) -> dict[str, dict]:
+def avro_as_json(value: Any, schema: dict[str, Any]) -> Any:
+    """Avro-decoded event data in the JsonConverter form of the same Connect `schema`
+    (bytes → base64, logical dates/timestamps → numbers, map entries → pairs or an object)."""
+    if value is None:
+        return None
+    t, name = schema["type"], schema.get("name")
+    if t == "bytes":
+        return base64.b64encode(value).decode()
+    if name == "org.apache.kafka.connect.data.Date":
+        return (value - dt.date(1970, 1, 1)).days
+    if name == "org.apache.kafka.connect.data.Timestamp":
+        return (value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(milliseconds=1)
+    if t == "struct":
+        return {f["field"]: avro_as_json(value.get(f["field"]), f) for f in schema["fields"]}
+    if t == "array":
+        return [avro_as_json(x, schema["items"]) for x in value]
+    if t == "map":
+        if schema["keys"]["type"] == "string":
+            return {k: avro_as_json(v, schema["values"]) for k, v in value.items()}
+        return [[avro_as_json(e["key"], schema["keys"]), avro_as_json(e["value"],
+                                                                      schema["values"])]
+                for e in value]
+    return value
+
+
+def oracle_rows(cql: Any, table: TableSchema, varint: str = "long") -> dict[str, dict]:
     """`SELECT *` of the table, each row in the events' typed JSON form, by key."""
     types = {c.name: c.type for c in table.columns}
     keys = [c.name for c in (*table.partition_key, *table.clustering)]
     out = {}
     for row in cql.execute(f"SELECT * FROM {table.keyspace}.{table.table}"):
         d = row._asdict()
-        typed = {name: to_connect(types[name], d[name]) for name in types}
+        typed = {name: to_connect(types[name], d[name], varint) for name in types}
         # through the same JSON as events (bytes → base64, tuples → lists)
         typed = json.loads(dumps(typed))
         out[canonical({k: typed[k] for k in keys})] = typed

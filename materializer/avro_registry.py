@@ -1,0 +1,115 @@
+"""Where Avro event schemas are published, and the header each message then starts with.
+
+- `ConfluentRegistry`: a Confluent-compatible schema registry (REST). Subjects follow the
+  TopicNameStrategy (`<topic>-key`, `<topic>-value`); messages use the Confluent wire
+  format: byte 0, then the 4-byte big-endian schema id.
+- `SchemaTopic`: no registry. Messages use Avro's single-object encoding (bytes C3 01, then
+  the schema's 8-byte little-endian CRC-64-AVRO fingerprint), and every schema goes to a
+  compacted topic keyed by its fingerprint in hex, where any consumer can look it up.
+
+Both are asked once per schema per Python worker, so this I/O is off the per-row path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Protocol
+
+from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
+
+log = logging.getLogger(__name__)
+SINGLE_OBJECT_MAGIC = b"\xc3\x01"
+CONFLUENT_MAGIC = b"\x00"
+_REGISTRY_TYPE = "application/vnd.schemaregistry.v1+json"
+
+
+class SchemaPublisher(Protocol):
+    """Publishes an Avro schema for a subject and returns the header of its messages."""
+
+    def header(self, subject: str, schema: Any) -> bytes: ...
+
+
+class RegistryError(RuntimeError):
+    """The schema registry refused a schema or could not be reached."""
+
+
+def schema_fingerprint(schema: Any) -> bytes:
+    """CRC-64-AVRO of the schema's Parsing Canonical Form, 8 bytes little-endian."""
+    canonical = to_parsing_canonical_form(parse_schema(schema))
+    # fastavro gives the fingerprint's bytes in little-endian order, as hex
+    return bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO"))
+
+
+class ConfluentRegistry:
+    """Registers schemas with a Confluent-compatible registry at `url`."""
+
+    def __init__(self, url: str, timeout_s: float = 10.0, attempts: int = 5) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.attempts = attempts
+
+    def register(self, subject: str, schema: Any) -> int:
+        """The registry's id of `schema` under `subject` (registering it if new)."""
+        body = json.dumps({"schema": json.dumps(schema), "schemaType": "AVRO"}).encode()
+        where = f"{self.url}/subjects/{urllib.request.quote(subject, safe='')}/versions"
+        for attempt in range(1, self.attempts + 1):
+            req = urllib.request.Request(where, data=body, method="POST", headers={
+                "Content-Type": _REGISTRY_TYPE, "Accept": _REGISTRY_TYPE})
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                    return int(json.load(resp)["id"])
+            except urllib.error.HTTPError as exc:
+                detail = exc.read().decode(errors="replace")[:500]
+                if exc.code < 500:  # incompatible or malformed: retrying cannot help
+                    raise RegistryError(f"schema registry {self.url} refused subject "
+                                        f"{subject!r}: HTTP {exc.code} {detail}") from exc
+                failure: Exception = RegistryError(f"HTTP {exc.code} {detail}")
+            except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
+                failure = exc
+            log.warning("schema registry not answering; retrying",
+                        extra={"url": self.url, "subject": subject, "attempt": attempt,
+                               "error": str(failure)})
+            time.sleep(min(2.0 ** attempt * 0.1, 5.0))
+        raise RegistryError(f"schema registry {self.url} unreachable for subject {subject!r} "
+                            f"after {self.attempts} attempts: {failure}")
+
+    def header(self, subject: str, schema: Any) -> bytes:
+        """Confluent wire format header: magic byte 0 + 4-byte big-endian schema id."""
+        return CONFLUENT_MAGIC + self.register(subject, schema).to_bytes(4, "big")
+
+
+class SchemaTopic:
+    """Publishes schemas to a compacted Kafka topic, keyed by fingerprint (hex)."""
+
+    def __init__(self, bootstrap: str, topic: str, ensure_topic: Any = None) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.ensure_topic = ensure_topic  # (topic, compacted) -> None
+        self._sent: set[bytes] = set()
+
+    def header(self, subject: str, schema: Any) -> bytes:
+        """Single-object encoding header; the schema is on the topic before this returns."""
+        fp = schema_fingerprint(schema)
+        if fp not in self._sent:
+            self._publish(fp, schema)
+            self._sent.add(fp)
+        return SINGLE_OBJECT_MAGIC + fp
+
+    def _publish(self, fp: bytes, schema: Any) -> None:
+        from confluent_kafka import Producer
+
+        if self.ensure_topic is not None:
+            self.ensure_topic(self.topic, True)
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
+                             "enable.idempotence": True})
+        errors: list[str] = []
+        producer.produce(self.topic, key=fp.hex().encode(), value=json.dumps(schema).encode(),
+                         on_delivery=lambda err, _m: errors.append(str(err)) if err else None)
+        left = producer.flush(30)
+        if left or errors:
+            raise RuntimeError(f"could not publish an Avro schema to {self.topic} at "
+                               f"{self.bootstrap}: {errors or 'delivery timed out'}")

@@ -1,0 +1,265 @@
+"""Avro events: the same events as JSON, in valid Avro, with headers consumers can resolve."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import ipaddress
+import json
+import struct
+import uuid
+from typing import Any
+
+import pytest
+from cassandra.util import Duration
+from fastavro import parse_schema
+
+from materializer.avro_envelope import decode
+from materializer.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
+from materializer.avro_schema import avro_name, to_avro_schema, value_converter
+from materializer.handler import EventSettings, KeyHandler, RawRecord
+from shared import codec, rowupdate
+from shared.schema import TableSchema, table_from_json
+
+FROZEN = [  # (column, CQL type, driver value)
+    ("ti", "tinyint", -7), ("si", "smallint", 300), ("bi", "bigint", -2**40),
+    ("vi", "varint", 12345678901), ("fl", "float", 1.5), ("db", "double", -2.25),
+    ("de", "decimal", decimal.Decimal("3.125")), ("bo", "boolean", True),
+    ("tx", "text", "héllo"), ("asc", "ascii", "plain"), ("bl", "blob", b"\x00\xff"),
+    ("uu", "uuid", uuid.UUID(int=5)), ("tu", "timeuuid", uuid.uuid1(node=1, clock_seq=2)),
+    ("ip", "inet", ipaddress.ip_address("10.1.2.3").exploded),
+    ("da", "date", dt.date(2024, 2, 29)), ("tm", "time", 3_600_000_000_123),
+    ("ts", "timestamp", dt.datetime(2025, 1, 2, 3, 4, 5, 6000)),
+    ("du", "duration", Duration(1, 2, 3)), ("li", "frozen<list<int>>", [3, 1, 2]),
+    ("st", "frozen<set<text>>", {"b", "a"}), ("mi", "frozen<map<int, text>>", {2: "x", 1: "y"}),
+    ("tp", "frozen<tuple<int, text>>", (4, "four")),
+]
+TABLE = table_from_json({
+    "keyspace": "ks", "table": "all-types", "id": str(uuid.UUID(int=9)),
+    "columns": [{"name": "k", "kind": "partition_key", "position": 0, "type": "int"},
+                {"name": "c", "kind": "clustering", "position": 0, "type": "text",
+                 "clustering_order": "asc"},
+                {"name": "m", "kind": "regular", "position": -1, "type": "map<int, text>"}]
+    + [{"name": n, "kind": "regular", "position": -1, "type": t} for n, t, _ in FROZEN]}, {})
+NOW_MS = 1_800_000_000_000
+
+
+class Schemas:
+    def get(self, schema_hash: str) -> TableSchema:
+        assert schema_hash == TABLE.schema_hash
+        return TABLE
+
+
+class RecordingPublisher:
+    """SchemaTopic's header without the Kafka write: the schemas are kept here instead."""
+
+    def __init__(self) -> None:
+        self.schemas: dict[bytes, Any] = {}
+        self.subjects: list[str] = []
+
+    def header(self, subject: str, schema: Any) -> bytes:
+        header = SINGLE_OBJECT_MAGIC + schema_fingerprint(schema)
+        self.schemas[header] = schema
+        self.subjects.append(subject)
+        return header
+
+
+def _insert(ts: int, position: int, text: str = "héllo") -> bytes:
+    by_name = {c.name: c for c in TABLE.columns}
+    cells = [{"column": n, "path": None,
+              "value": codec.encode_value(by_name[n].type, text if n == "tx" else v),
+              "timestamp": ts, "ttl": 0, "local_deletion_time": None, "tombstone": False}
+             for n, _t, v in FROZEN]
+    cells += [{"column": "m", "path": struct.pack(">i", k), "value": v.encode(),
+               "timestamp": ts, "ttl": 0, "local_deletion_time": None, "tombstone": False}
+              for k, v in ((7, "seven"), (-1, "minus"))]
+    return rowupdate.encode({
+        "table_id": TABLE.id.bytes, "keyspace": "ks", "table": "all-types",
+        "schema_hash": TABLE.schema_hash, "partition_key": struct.pack(">i", 1),
+        "clustering": [b"row"], "kind": "ROW", "deletion": None, "shadowable": False,
+        "range": None, "liveness": {"timestamp": ts, "ttl": 0, "local_expiration_time": None},
+        "cells": cells, "complex_deletions": [],
+        "source": {"host": "h", "datacenter": "dc", "file": "CommitLog-7-1.log",
+                   "segment_id": 1, "position": position, "index": 0,
+                   "commitlog_version": 7, "messaging_version": 12}})
+
+
+def _delete(ts: int, position: int) -> bytes:
+    rec = rowupdate.decode(_insert(ts, position))
+    rec.update(cells=[], liveness=None,
+               deletion={"marked_for_delete_at": ts, "local_deletion_time": NOW_MS // 1000})
+    return rowupdate.encode(rec)
+
+
+def _events(fmt: str, publisher: RecordingPublisher | None) -> list[tuple[str, bytes, Any]]:
+    h = KeyHandler(Schemas(), EventSettings("p", format=fmt), schema_publisher=publisher)
+    out, state = [], None
+    for batch in ([_insert(1000, 10)], [_insert(2000, 20, "changed")], [_delete(3000, 30)]):
+        res = h.handle("p.raw.ks.all-types", struct.pack(">i", 1),
+                       [RawRecord(v, 0, i) for i, v in enumerate(batch)], state, None, NOW_MS)
+        out += res.outputs
+        state = res.state
+    return out
+
+
+def _json_as_avro(doc: Any, schema: dict[str, Any]) -> Any:
+    """A JsonConverter payload in the form the Avro reader returns (bytes, map entries)."""
+    if doc is None:
+        return None
+    t, name = schema["type"], schema.get("name")
+    if t == "bytes":
+        return base64.b64decode(doc)
+    if name == "org.apache.kafka.connect.data.Date":  # Avro `date`: read back as a date
+        return dt.date(1970, 1, 1) + dt.timedelta(days=doc)
+    if name == "org.apache.kafka.connect.data.Timestamp":  # `timestamp-millis`
+        return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=doc)
+    if t == "struct":
+        return {f["field"]: _json_as_avro(doc.get(f["field"]), f) for f in schema["fields"]}
+    if t == "array":
+        return [_json_as_avro(x, schema["items"]) for x in doc]
+    if t == "map":
+        if schema["keys"]["type"] == "string":
+            return {k: _json_as_avro(v, schema["values"]) for k, v in doc.items()}
+        return [{"key": _json_as_avro(k, schema["keys"]), "value": _json_as_avro(v,
+                schema["values"])} for k, v in doc]
+    return doc
+
+
+def test_avro_events_carry_exactly_the_json_events() -> None:
+    publisher = RecordingPublisher()
+    avro, plain = _events("avro", publisher), _events("json", None)
+    assert [(t, v is None) for t, _k, v in avro] == [(t, v is None) for t, _k, v in plain]
+    assert [json.loads(v)["op"] for _t, _k, v in plain if v] == ["c", "u", "d"]
+    assert sorted(set(publisher.subjects)) == ["p.ks.all-types-key", "p.ks.all-types-value"]
+    from materializer.envelope import EnvelopeWriter
+
+    writer = EnvelopeWriter(TABLE, "casscade", schemas=False)
+    for (_t, ak, av), (_t2, jk, jv) in zip(avro, plain, strict=True):
+        assert decode(ak, publisher.schemas) == _json_as_avro(json.loads(jk), writer.key_schema)
+        if jv is None:
+            assert av is None  # the tombstone stays a null value
+            continue
+        got = decode(av, publisher.schemas)
+        assert got == _json_as_avro(json.loads(jv), writer.value_schema)
+    first = decode(avro[0][2], publisher.schemas)["after"]
+    assert first["ti"] == -7 and first["fl"] == 1.5 and first["bl"] == b"\x00\xff"
+    assert first["m"] == [{"key": -1, "value": "minus"}, {"key": 7, "value": "seven"}]
+    assert first["da"] == dt.date(2024, 2, 29)  # the Avro date logical type
+    assert first["ts"] == dt.datetime(2025, 1, 2, 3, 4, 5, 6000, tzinfo=dt.UTC)
+
+
+def test_avro_schema_follows_the_connect_mapping() -> None:
+    from materializer.envelope import EnvelopeWriter
+
+    w = EnvelopeWriter(TABLE, "prod", schemas=False)
+    schema = to_avro_schema(w.value_schema, w.value_schema["name"])
+    parse_schema(schema)  # valid Avro
+    before, after = schema["fields"][0]["type"], schema["fields"][1]["type"]
+    assert before[0] == "null" and after == ["null", before[1]["name"]]  # defined once
+    assert before[1]["name"] == "prod.ks.all_types.Value"
+    row = {f["name"]: f for f in before[1]["fields"]}
+    assert row["ti"]["type"] == ["null", {"type": "int", "connect.type": "int8"}]
+    assert row["ti"]["default"] is None
+    assert row["ts"]["type"][1]["logicalType"] == "timestamp-millis"
+    assert row["m"]["type"][1]["items"]["fields"][0]["name"] == "key"
+    key = to_avro_schema(w.key_schema, w.key_schema["name"])
+    assert [(f["name"], f["type"]) for f in key["fields"]] == [("k", "int"),
+                                                              ("c", ["null", "string"])]
+
+
+@pytest.mark.parametrize(("raw", "valid"), [("ks.table", "ks.table"), ("1x.a-b", "_1x.a_b"),
+                                            ("", "_")])
+def test_names_are_valid_avro(raw: str, valid: str) -> None:
+    assert avro_name(raw) == valid
+
+
+def _crc64_avro(data: bytes) -> int:
+    """CRC-64-AVRO as the Avro specification defines it, written out independently."""
+    empty = 0xC15D213AA4D7A795
+    table = []
+    for i in range(256):
+        fp = i
+        for _ in range(8):
+            fp = (fp >> 1) ^ (empty & -(fp & 1))
+        table.append(fp)
+    fp = empty
+    for b in data:
+        fp = (fp >> 8) ^ table[(fp ^ b) & 0xFF]
+    return fp
+
+
+def test_single_object_header_is_the_spec_fingerprint() -> None:
+    schema = {"type": "record", "name": "r", "fields": [{"name": "a", "type": "long"}]}
+    canonical = b'{"name":"r","type":"record","fields":[{"name":"a","type":"long"}]}'
+    assert schema_fingerprint(schema) == _crc64_avro(canonical).to_bytes(8, "little")
+
+
+def test_value_converter_is_free_without_non_string_map_keys() -> None:
+    w_schema = {"type": "struct", "fields": [{"type": "int32", "field": "a", "optional": True}]}
+    conv = value_converter(w_schema)
+    v = {"a": 1}
+    assert conv(v) is v
+
+
+def test_unknown_format_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"events\.format"):
+        EventSettings("p", format="protobuf")
+
+
+VARINT = table_from_json({
+    "keyspace": "ks", "table": "big", "id": str(uuid.UUID(int=10)),
+    "columns": [{"name": "k", "kind": "partition_key", "position": 0, "type": "int"},
+                {"name": "v", "kind": "regular", "position": -1, "type": "varint"}]}, {})
+
+
+def _varint_events(fmt: str, mode: str, values: list[int]) -> list[tuple[str, Any, Any]]:
+    class One:
+        def get(self, _h: str) -> TableSchema:
+            return VARINT
+
+    publisher = RecordingPublisher()
+    h = KeyHandler(One(), EventSettings("p", format=fmt, varint_mode=mode, tombstones=False),
+                   schema_publisher=publisher)
+    out = []
+    for k, v in enumerate(values):
+        rec = rowupdate.encode({
+            "table_id": VARINT.id.bytes, "keyspace": "ks", "table": "big",
+            "schema_hash": VARINT.schema_hash, "partition_key": struct.pack(">i", k),
+            "clustering": [], "kind": "ROW", "deletion": None, "shadowable": False,
+            "range": None, "liveness": {"timestamp": 5, "ttl": 0, "local_expiration_time": None},
+            "cells": [{"column": "v", "path": None, "value": codec.encode_value(
+                VARINT.columns[1].type, v), "timestamp": 5, "ttl": 0,
+                "local_deletion_time": None, "tombstone": False}],
+            "complex_deletions": [],
+            "source": {"host": "h", "datacenter": "dc", "file": "CommitLog-7-1.log",
+                       "segment_id": 1, "position": k, "index": 0, "commitlog_version": 7,
+                       "messaging_version": 12}})
+        res = h.handle("p.raw.ks.big", struct.pack(">i", k), [RawRecord(rec, 1, 40 + k)], None,
+                       None, NOW_MS)
+        for topic, key, value in res.outputs:
+            if topic.endswith("dead-letter"):
+                out.append((topic, json.loads(key), json.loads(value)))
+            elif fmt == "avro":
+                out.append((topic, decode(key, publisher.schemas),
+                            decode(value, publisher.schemas)))
+            else:
+                out.append((topic, json.loads(key), json.loads(value)))
+    return out
+
+
+def test_varint_beyond_int64_goes_to_the_dead_letter_topic_in_avro_long_mode() -> None:
+    huge = -10**30
+    events = _varint_events("avro", "long", [7, huge, 8])
+    assert [(t, e["after"]["v"]) for t, _k, e in events if t == "p.ks.big"] == [
+        ("p.ks.big", 7), ("p.ks.big", 8)]  # the others flow on
+    (dead,) = [e for t, _k, e in events if t == "p.materializer.dead-letter"]
+    assert (dead["topic"], dead["partition"], dead["offset"]) == ("p.raw.ks.big", 1, 41)
+    assert dead["event"]["after"]["v"] == huge and dead["event"]["op"] == "c"  # not lost
+    assert "v" in dead["error"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "avro"])
+def test_varint_string_mode_is_exact(fmt: str) -> None:
+    events = _varint_events(fmt, "string", [-10**30, 3])
+    assert [e["after"]["v"] for _t, _k, e in events] == [str(-10**30), "3"]

@@ -1,0 +1,92 @@
+"""ConfluentRegistry's side of the registry REST contract, against an in-process HTTP server.
+
+This checks what casscade sends and how it reads the answers (the documented Confluent API:
+POST /subjects/{subject}/versions → {"id": N}); it is no substitute for a run against a real
+registry, which this machine cannot start (see the README's Avro section).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import pytest
+
+from materializer.avro_registry import ConfluentRegistry, RegistryError
+
+SCHEMA = {"type": "record", "name": "k", "fields": [{"name": "id", "type": "int"}]}
+
+
+class _Registry(BaseHTTPRequestHandler):
+    seen: ClassVar[list[tuple[str, str, Any]]] = []
+    failures_left: ClassVar[dict[str, int]] = {"flaky-value": 1}
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.seen.append((self.path, self.headers["Content-Type"], body))
+        subject = self.path.split("/")[2]
+        if subject == "bad-value":
+            self._answer(409, {"error_code": 409, "message": "incompatible schema"})
+        elif self.failures_left.get(subject, 0) > 0:
+            self.failures_left[subject] -= 1
+            self._answer(503, {"error_code": 50302, "message": "not ready"})
+        else:
+            self._answer(200, {"id": 42})
+
+    def _answer(self, code: int, doc: dict[str, Any]) -> None:
+        data = json.dumps(doc).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def registry() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Registry)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Registry.seen.clear()
+    _Registry.failures_left["flaky-value"] = 1
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_header_is_magic_byte_and_big_endian_id(registry: str) -> None:
+    header = ConfluentRegistry(registry).header("p.ks.t-value", SCHEMA)
+    assert header == b"\x00\x00\x00\x00\x2a"
+    (path, ctype, body), = _Registry.seen
+    assert path == "/subjects/p.ks.t-value/versions"
+    assert ctype == "application/vnd.schemaregistry.v1+json"
+    assert body["schemaType"] == "AVRO" and json.loads(body["schema"]) == SCHEMA
+
+
+def test_refusal_names_the_subject_and_is_not_retried(registry: str) -> None:
+    with pytest.raises(RegistryError, match=r"refused subject 'bad-value': HTTP 409"):
+        ConfluentRegistry(registry).register("bad-value", SCHEMA)
+    assert len(_Registry.seen) == 1
+
+
+def test_server_errors_are_retried(registry: str) -> None:
+    assert ConfluentRegistry(registry).register("flaky-value", SCHEMA) == 42
+    assert len(_Registry.seen) == 2
+
+
+def test_unreachable_registry_fails_loudly_after_its_attempts() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = ConfluentRegistry(f"http://127.0.0.1:{port}", timeout_s=1, attempts=2)
+    with pytest.raises(RegistryError, match="unreachable for subject 'x-key' after 2"):
+        client.register("x-key", SCHEMA)
