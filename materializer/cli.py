@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from materializer.progress import ProgressMetrics
 from shared.cli_config import config_option, load_config, set_option
+from shared.metrics import Registry
+
+if TYPE_CHECKING:
+    from materializer.settings import MaterializerConfig
 
 _CONFIG = config_option("deploy/materializer.yaml")
 _SET = set_option
@@ -60,10 +66,33 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    progress = ProgressMetrics(Registry())
+    http = _serve(cfg, query, progress)
     try:
-        query.awaitTermination()
+        # wake every few seconds to hand Spark's new progress reports to /metrics
+        while not query.awaitTermination(5):
+            progress.observe_new(query.recentProgress)
+        progress.observe_new(query.recentProgress)
         error = query.exception()
         if error is not None:
             raise click.ClickException(f"materializer query failed: {error}")
     finally:
+        if http is not None:
+            http.shutdown()
         spark.stop()
+
+
+def _serve(cfg: MaterializerConfig, query: Any, progress: ProgressMetrics) -> Any:
+    """/metrics, /health (a report within the stale window and the query running), /status."""
+    from shared.http_server import serve
+
+    if not cfg.http.port:
+        return None
+    # Spark reports at least every 10 s when idle; a gap of many trigger intervals is a stall
+    stale_s = max(120.0, 10 * cfg.spark.trigger_interval_ms / 1000)
+
+    def last_loop() -> float:
+        return time.monotonic() - (progress.age_s() if query.isActive else 10 * stale_s)
+
+    return serve(cfg.http.host, cfg.http.port, progress.registry, progress.status, last_loop,
+                 stale_s)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shared.http_server import HttpSettings
 from shared.logs import LogSettings
 
 
@@ -63,3 +64,5 @@ class MaterializerConfig:
     spark: SparkSettings = field(default_factory=SparkSettings)
     events: EventsSettings = field(default_factory=EventsSettings)
     log: LogSettings = field(default_factory=LogSettings)
+    # the driver's /metrics, /health, /status; 8001 so it can share a host with an agent
+    http: HttpSettings = field(default_factory=lambda: HttpSettings(port=8001))

@@ -142,10 +142,10 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     import signal
 
     from publisher.agent import Agent
-    from publisher.http_server import serve
     from publisher.kafka_sink import KafkaSink
     from publisher.offset_store import OffsetStore
     from shared.config import to_dict
+    from shared.http_server import serve
     from shared.logs import setup_logging
     from shared.metrics import Registry
 

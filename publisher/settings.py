@@ -6,6 +6,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shared.http_server import HttpSettings
 from shared.logs import LogSettings
 
 
@@ -57,14 +58,6 @@ class StateSettings:
 
     path: Path = Path("/var/lib/casscade/publisher")
     flush_interval_ms: int = 1000
-
-
-@dataclass
-class HttpSettings:
-    """/health, /metrics and /status; port 0 turns the server off."""
-
-    host: str = "127.0.0.1"
-    port: int = 8000
 
 
 @dataclass

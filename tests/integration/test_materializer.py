@@ -97,7 +97,8 @@ def test_events_end_at_what_cassandra_returns(stack, cql, workload) -> None:
 
 def _copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int) -> int:
     """Re-publish every raw record `copies` times, shuffled within its key (the schema topic
-    as is): what several replicas with different timing would produce."""
+    as is): what several replicas with different timing would produce. Returns the number
+    of raw records written."""
     creator = TopicCreator(stack.bootstrap_servers, 3, 1)
     producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "acks": "all"})
     topics = [t for t in creator.admin.list_topics(timeout=10).topics
@@ -115,7 +116,7 @@ def _copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int) -
             rnd.shuffle(many)
             for v in many:
                 producer.produce(out_topic, key=key, value=v)
-                total += 1
+                total += ".raw." in topic
     assert producer.flush(60) == 0
     return total
 
@@ -217,6 +218,61 @@ def test_avro_events_decode_to_what_cassandra_returns(stack, cql, workload) -> N
         differ = [k for k in got.keys() | want.keys() if got.get(k) != want.get(k)]
         assert not differ, f"{name}: {len(differ)} keys differ, e.g. {differ[0]}: " \
                            f"{got.get(differ[0])} != {want.get(differ[0])}"
+
+
+def _scrape(port: int, path: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""  # not listening yet
+
+
+def _metric(text: str, name: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path) -> None:
+    import json
+    import socket
+
+    prefix = f"h{uuid.uuid4().hex[:8]}"
+    raw = _copy_raw(stack, workload["prefix"], prefix, 1, seed=6)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = materializer_command(stack, prefix, tmp_path / "ckpt", f"http.port={port}",
+                               "kafka.max_offsets_per_trigger=1000", available_now=False)
+    proc = start_materializer(cmd, tmp_path / "job.log")
+    try:
+        def caught_up() -> str | None:
+            text = _scrape(port, "/metrics")[1]
+            done = _metric(text, "casscade_materializer_input_rows_total")
+            return text if done is not None and done >= raw else None
+
+        text = wait_until(caught_up, 300, f"{raw} raw records counted on /metrics")
+        assert _metric(text, "casscade_materializer_input_rows_total") == raw
+        assert _metric(text, "casscade_materializer_batches_total") >= raw / 1000
+        assert _metric(text, "casscade_materializer_state_keys") >= 5  # partitions kept
+        assert _metric(text, "casscade_materializer_output_rows_total") > 0
+        wait_until(lambda: _metric(_scrape(port, "/metrics")[1],
+                                   "casscade_materializer_kafka_offsets_behind_latest") == 0,
+                   60, "lag 0 once every raw record is read")
+        code, body = _scrape(port, "/health")
+        assert code == 200 and json.loads(body)["status"] == "ok"
+        status = json.loads(_scrape(port, "/status")[1])
+        assert status["last_progress"]["name"] == "casscade_materializer"
+    finally:
+        kill_group(proc)
+    assert _scrape(port, "/health")[0] == 0  # the server went with the job
 
 
 def test_ttl_expiry_is_an_event_even_without_writes(stack, cql, tmp_path) -> None:

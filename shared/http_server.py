@@ -1,4 +1,5 @@
-"""/health, /metrics (Prometheus text) and /status (JSON) of a running agent."""
+"""/health, /metrics (Prometheus text) and /status (JSON) of a running stage (the publisher
+agent, the materializer driver)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,19 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from shared.metrics import Registry
+
+
+@dataclass
+class HttpSettings:
+    """/health, /metrics and /status; port 0 turns the server off."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
 
 
 def serve(host: str, port: int, registry: Registry, status: Callable[[], dict[str, Any]],

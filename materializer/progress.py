@@ -1,0 +1,90 @@
+"""Spark's per-micro-batch progress reports → the shared metrics registry (pure, no Spark).
+
+The driver feeds every new `StreamingQueryProgress` (its JSON form) to `ProgressMetrics`;
+`/metrics` then shows throughput, batch time, state size and the Kafka lag of the raw topics.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from shared.metrics import Registry
+
+_P = "casscade_materializer_"
+
+
+class ProgressMetrics:
+    """Keeps the registry's materializer metrics up to date with the query's progress."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = r = registry
+        self.batches = r.counter(_P + "batches_total", "Micro-batches completed")
+        self.input_rows = r.counter(_P + "input_rows_total", "Raw records read")
+        self.output_rows = r.counter(_P + "output_rows_total",
+                                     "Records written (events, tombstones, dead letters)")
+        self.batch_ms = r.gauge(_P + "batch_duration_ms",
+                                "Wall time of the last micro-batch that read records")
+        self.rate = r.gauge(_P + "processed_rows_per_second",
+                            "Raw records per second in the last micro-batch that read records")
+        self.state_rows = r.gauge(_P + "state_keys", "Keys (Cassandra partitions) in state")
+        self.state_bytes = r.gauge(_P + "state_memory_bytes",
+                                   "State store memory as Spark reports it")
+        self.lag = r.gauge(_P + "kafka_offsets_behind_latest",
+                           "Raw records not read yet (summed over partitions, at batch end)")
+        self.last_batch_id = r.gauge(_P + "last_batch_id", "Id of the last micro-batch")
+        self.last_progress = r.gauge(_P + "last_progress_timestamp_seconds",
+                                     "When the last progress report arrived (unix time)")
+        self.seen: int = -1
+        self.last: dict[str, Any] | None = None
+        self.last_at = time.monotonic()
+
+    def observe_new(self, reports: list[dict[str, Any]]) -> int:
+        """Account the reports newer than the last one seen (Spark keeps a window of recent
+        reports, so the same ones come again); returns how many were new."""
+        since = (self.last or {}).get("timestamp", "")
+        new = [r for r in reports if r.get("timestamp", "") > since]  # ISO-8601 UTC: sortable
+        for report in new:
+            self.observe(report)
+        return len(new)
+
+    def observe(self, progress: dict[str, Any]) -> None:
+        """Account one progress report; an idle report (same batch, no rows) adds nothing."""
+        self.last, self.last_at = progress, time.monotonic()
+        self.last_progress.set(time.time())
+        batch = int(progress.get("batchId", -1))
+        rows = int(progress.get("numInputRows") or 0)
+        if batch > self.seen and rows:
+            # an idle report repeats the last batch id with no rows: nothing to add
+            self.seen = batch
+            self.batches.inc()
+            self.input_rows.inc(rows)
+            self.output_rows.inc(max(0, int((progress.get("sink") or {})
+                                            .get("numOutputRows", 0) or 0)))
+            self.batch_ms.set((progress.get("durationMs") or {}).get("triggerExecution", 0))
+            self.rate.set(float(progress.get("processedRowsPerSecond") or 0.0))
+        self.last_batch_id.set(batch)
+        operators = progress.get("stateOperators") or []
+        self.state_rows.set(sum(int(op.get("numRowsTotal", 0)) for op in operators))
+        self.state_bytes.set(sum(int(op.get("memoryUsedBytes", 0)) for op in operators))
+        behind = [_offsets_behind(s) for s in progress.get("sources") or []]
+        known = [b for b in behind if b is not None]
+        if known:
+            self.lag.set(sum(known))
+
+    def age_s(self) -> float:
+        """Seconds since the last progress report (for /health)."""
+        return time.monotonic() - self.last_at
+
+    def status(self) -> dict[str, Any]:
+        """The last progress report as Spark gave it (for /status)."""
+        return {"last_progress": self.last}
+
+
+def _offsets_behind(source: dict[str, Any]) -> float | None:
+    """Kafka lag of one source: latest minus end offsets over every topic partition."""
+    latest, end = source.get("latestOffset"), source.get("endOffset")
+    if not (isinstance(latest, dict) and isinstance(end, dict)):
+        return None  # not a Kafka source, or no offsets known yet
+    return float(sum(max(0, int(off) - int(end.get(topic, {}).get(p, 0)))
+                     for topic, parts in latest.items() for p, off in parts.items()))

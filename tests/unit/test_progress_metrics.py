@@ -1,0 +1,44 @@
+"""Spark progress reports → materializer metrics (the integration test checks real reports)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from materializer.progress import ProgressMetrics
+from shared.metrics import Registry
+
+
+def report(batch: int, rows: int, ts: str, end: int, latest: int) -> dict[str, Any]:
+    return {"name": "casscade_materializer", "batchId": batch, "timestamp": ts,
+            "numInputRows": rows, "processedRowsPerSecond": rows / 2.0,
+            "durationMs": {"triggerExecution": 2000},
+            "stateOperators": [{"numRowsTotal": 10 * batch, "memoryUsedBytes": 4096}],
+            "sources": [{"description": "KafkaV2[SubscribePattern[p\\.raw\\..+]]",
+                         "endOffset": {"p.raw.ks.t": {"0": end, "1": end}},
+                         "latestOffset": {"p.raw.ks.t": {"0": latest, "1": end}}}],
+            "sink": {"numOutputRows": rows + 1}}
+
+
+def test_new_reports_are_counted_once_and_idle_reports_add_nothing() -> None:
+    registry = Registry()
+    m = ProgressMetrics(registry)
+    first = [report(0, 100, "2026-11-22T10:00:00.000Z", 50, 80),
+             report(1, 40, "2026-11-22T10:00:02.000Z", 70, 75)]
+    assert m.observe_new(first) == 2
+    # Spark's window repeats old reports; an idle report repeats the batch id with no rows
+    idle = report(1, 0, "2026-11-22T10:00:12.000Z", 75, 75)
+    assert m.observe_new([*first, idle]) == 1
+    assert m.input_rows.get() == 140 and m.batches.get() == 2
+    assert m.output_rows.get() == 142
+    assert m.rate.get() == 20.0  # the last batch that read rows, not the idle report
+    assert m.lag.get() == 0 and m.state_rows.get() == 10 and m.last_batch_id.get() == 1
+    text = registry.render()
+    assert "casscade_materializer_input_rows_total 140" in text
+    assert "casscade_materializer_kafka_offsets_behind_latest 0" in text
+
+
+def test_lag_sums_every_partition_behind_its_latest_offset() -> None:
+    m = ProgressMetrics(Registry())
+    m.observe(report(3, 5, "2026-11-22T10:00:00.000Z", 10, 25))
+    assert m.lag.get() == 15
+    assert m.status()["last_progress"]["batchId"] == 3
