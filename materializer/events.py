@@ -16,6 +16,8 @@ from typing import Any
 from materializer.image import (
     STATIC_ONLY,
     Image,
+    drop_dropped,
+    forget_dropped,
     next_expiry,
     partition_images,
     purge,
@@ -53,17 +55,23 @@ def op_of(before: Image | None, after: Image | None) -> str | None:
 class KeyProcessor:
     """Applies a batch of one partition's records to its state and lists the changes."""
 
-    def __init__(self, merger: Merger, has_static: bool, gc_grace_s: int) -> None:
+    def __init__(self, merger: Merger, has_static: bool, gc_grace_s: int,
+                 dropped: dict[str, int] | None = None) -> None:
         self.merger = merger
         self.has_static = has_static
         self.gc_grace_s = gc_grace_s
+        self.dropped = dropped or {}  # column → drop time (µs), from the table schema
 
     def process(self, state: PartitionState, records: Iterable[tuple[dict[str, Any], bytes]],
                 now_s: int) -> list[Change]:
         """Apply (record, raw value bytes) pairs; returns the changes in order."""
         changes = self.expire(state, now_s)
         ordered = sorted(records, key=_apply_order)
+        if self.dropped:
+            changes += self._forget_dropped(state, now_s)
         for rec, _raw in ordered:
+            if self.dropped:
+                drop_dropped(rec, self.dropped)
             changes += self._apply(state, rec, now_s)
             # No full scan per batch: an earlier-than-needed expiry is harmless (expire()
             # finds nothing and rescans), a missed one is not, and only new cells add one.
@@ -91,6 +99,19 @@ class KeyProcessor:
                 out.append(Change(op, ck, before.get(ck), after.get(ck), None,
                                   now_s * 1_000_000))
         return out
+
+    def _forget_dropped(self, state: PartitionState, now_s: int) -> list[Change]:
+        """A row only a dropped column kept alive is gone: `d` for it (no record caused it)."""
+        dropped = self.dropped
+        rows = [*state.rows.values(), state.static]
+        if not any(k[0] in dropped and c[1] <= dropped[k[0]]
+                   for r in rows if r is not None for k, c in r.cells.items()):
+            return []  # the usual case: a cheap scan, no images
+        before = partition_images(state, now_s)
+        forget_dropped(state, dropped)
+        after = partition_images(state, now_s)
+        return [Change("d", ck, before[ck], None, None, now_s * 1_000_000)
+                for ck in sorted(before.keys() - after.keys(), key=self.merger.order.key)]
 
     def _touched(self, state: PartitionState, rec: dict[str, Any]) -> list[Clustering]:
         kind = rec["kind"]

@@ -89,13 +89,13 @@ class _TableVersion:
     """Everything derived from one schema version."""
 
     def __init__(self, table: TableSchema, settings: EventSettings,
-                 publisher: SchemaPublisher | None) -> None:
+                 publisher: SchemaPublisher | None, dropped: dict[str, int]) -> None:
         self.table = table
         order = ClusteringOrder(table)
         counters = frozenset(c.name for c in table.columns if c.type.name == "counter")
         self.processor = KeyProcessor(Merger(order, counters),
                                       any(c.kind == "static" for c in table.columns),
-                                      table.gc_grace_seconds)
+                                      table.gc_grace_seconds, dropped)
         self.topic = f"{settings.topic_prefix}.{table.keyspace}.{table.table}"
         if settings.format == "avro":
             if publisher is None:
@@ -118,12 +118,21 @@ class KeyHandler:
         self.ensure_topic = ensure_topic  # creates an output topic before its first event
         self.schema_publisher = schema_publisher  # Avro schemas (events.format avro)
         self._versions: dict[str, _TableVersion] = {}
+        # table id → column → latest drop time over every version seen: shared by all
+        # versions of a table, so a late record of an older version cannot bring back a
+        # column a newer version dropped
+        self._dropped: dict[Any, dict[str, int]] = {}
 
     def _version(self, schema_hash: str) -> _TableVersion:
         v = self._versions.get(schema_hash)
         if v is None:
-            v = _TableVersion(self.schemas.get(schema_hash), self.settings,
-                              self.schema_publisher)
+            table = self.schemas.get(schema_hash)
+            dropped = self._dropped.setdefault(table.id, {})
+            for c in table.dropped:
+                if c.dropped_time_us is not None:
+                    dropped[c.name] = max(dropped.get(c.name, c.dropped_time_us),
+                                          c.dropped_time_us)
+            v = _TableVersion(table, self.settings, self.schema_publisher, dropped)
             self.ensure_topic(v.topic)
             self._versions[schema_hash] = v
         return v
@@ -134,6 +143,8 @@ class KeyHandler:
         result = Result()
         decoded: list[tuple[dict[str, Any], bytes]] = []
         newest = (-1, -1)
+        if schema_hash is not None:
+            self._version(schema_hash)  # the state's version: its drops count too
         for raw in records:
             try:
                 rec = read_row_update(raw.value)

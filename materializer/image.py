@@ -104,6 +104,27 @@ def record_expiry(rec: dict[str, Any], now_s: int) -> int | None:
     return min(later) if later else None
 
 
+def forget_dropped(state: PartitionState, dropped: dict[str, int]) -> None:
+    """Remove what Cassandra no longer reads after `ALTER TABLE ... DROP`: every cell and
+    collection deletion of a dropped column written at or before its drop time (µs). A column
+    added again later starts empty; its older cells never come back."""
+    for row in [*state.rows.values(), state.static]:
+        if row is None:
+            continue
+        row.cells = {k: c for k, c in row.cells.items()
+                     if not (k[0] in dropped and c[1] <= dropped[k[0]])}
+        row.complex = {k: d for k, d in row.complex.items()
+                       if not (k in dropped and d[0] <= dropped[k])}
+
+
+def drop_dropped(rec: dict[str, Any], dropped: dict[str, int]) -> None:
+    """The same for a record about to be merged (a late copy written before the drop)."""
+    rec["cells"] = [c for c in rec["cells"] if not (c["column"] in dropped and
+                                                    c["timestamp"] <= dropped[c["column"]])]
+    rec["complex_deletions"] = [d for d in rec["complex_deletions"] if not (
+        d["column"] in dropped and d["marked_for_delete_at"] <= dropped[d["column"]])]
+
+
 def purge(state: PartitionState, now_s: int, gc_grace_s: int) -> None:
     """Drop tombstones and expired data older than gc_grace_seconds, as compaction would:
     after that a late older copy may come back, exactly as in Cassandra itself."""

@@ -169,3 +169,45 @@ def test_schemas_enabled_envelope_is_jsonconverter_shaped() -> None:
 ])
 def test_debezium_type_mapping(cql: str, expected: dict) -> None:
     assert connect_schema(parse_cql_type(cql, "ks", {})) == expected | {"optional": True}
+
+
+def test_dropped_column_cells_vanish_and_do_not_come_back_when_readded() -> None:
+    dropped_at = 5000
+    base = {"keyspace": "shop", "table": "orders", "id": str(uuid.UUID(int=42)),
+            "columns": [c.to_json() for c in TABLE.columns if c.name != "tags"]}
+    after_drop = table_from_json(base | {"dropped_columns": [
+        {"name": "tags", "kind": "regular", "type": "map<text, blob>",
+         "dropped_time": dropped_at}]}, {})
+    h_old, h_new = KeyHandler(Registry(TABLE), EventSettings("p", tombstones=False)), None
+    only_tags = raw("ROW", [i32(2)], [("tags", b"k", b"\x01")], 1000, 10)  # no liveness
+    full = raw("ROW", [i32(1)], [("qty", None, i32(1)), ("tags", b"k", b"\x02")], 1000, 11,
+               liveness=True)
+    events, state = run(h_old, [only_tags, full])
+    assert sorted(e[1]["line"] for e in events) == [1, 2]
+
+    def rewrite(value: bytes, table: TableSchema, ts: int, cells: list) -> bytes:
+        rec = rowupdate.decode(value)
+        rec["schema_hash"] = table.schema_hash
+        rec["cells"] = [{"column": c, "path": p, "value": v, "timestamp": ts, "ttl": 0,
+                         "local_deletion_time": None, "tombstone": False} for c, p, v in cells]
+        return rowupdate.encode(rec)
+
+    h_new = KeyHandler(Registry(TABLE, after_drop), EventSettings("p", tombstones=False))
+    touch = rewrite(full, after_drop, 6000, [("qty", None, i32(3))])
+    events, state = run(h_new, [touch], state)
+    # row 2 lived only through the dropped column: gone; row 1 just changes qty
+    assert [(e[1]["line"], e[2]["op"]) for e in events] == [(2, "d"), (1, "u")]
+    assert "tags" not in events[1][2]["after"]
+    # a late copy written before the drop changes nothing
+    assert run(h_new, [only_tags], state)[0] == []
+
+    readded = table_from_json(base | {"columns": base["columns"] + [
+        {"name": "tags", "kind": "regular", "position": -1, "type": "map<text, blob>"}],
+        "dropped_columns": [{"name": "tags", "kind": "regular", "type": "map<text, blob>",
+                             "dropped_time": dropped_at}]}, {})
+    h_re = KeyHandler(Registry(TABLE, after_drop, readded), EventSettings("p"))
+    new_tag = rewrite(full, readded, 7000, [("tags", b"n", b"\x03")])
+    events, _ = run(h_re, [only_tags, new_tag], state)
+    (_, key, value), = events
+    assert key == {"id": 7, "line": 1}
+    assert value["after"]["tags"] == {"n": base64.b64encode(b"\x03").decode()}  # old k gone
