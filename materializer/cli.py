@@ -57,17 +57,19 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         click.echo(json.dumps(to_dict(cfg), indent=1))
         return
     setup_logging(cfg.log.level, cfg.log.format)
+    progress = ProgressMetrics(Registry())
+    running: list[Any] = []  # the query, once started (for /health)
+    http = _serve(cfg, running, progress)  # first: a taken port fails before Spark starts
     spark = job.session(cfg, available_now=available_now)
     spark.sparkContext.setLogLevel("WARN")
     query = job.start(spark, cfg, available_now=available_now)
+    running.append(query)
 
     def stop(_signum: int, _frame: Any) -> None:
         query.stop()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    progress = ProgressMetrics(Registry())
-    http = _serve(cfg, query, progress)
     try:
         # wake every few seconds to hand Spark's new progress reports to /metrics
         while not query.awaitTermination(5):
@@ -82,7 +84,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         spark.stop()
 
 
-def _serve(cfg: MaterializerConfig, query: Any, progress: ProgressMetrics) -> Any:
+def _serve(cfg: MaterializerConfig, running: list[Any], progress: ProgressMetrics) -> Any:
     """/metrics, /health (a report within the stale window and the query running), /status."""
     from shared.http_server import serve
 
@@ -92,7 +94,13 @@ def _serve(cfg: MaterializerConfig, query: Any, progress: ProgressMetrics) -> An
     stale_s = max(120.0, 10 * cfg.spark.trigger_interval_ms / 1000)
 
     def last_loop() -> float:
-        return time.monotonic() - (progress.age_s() if query.isActive else 10 * stale_s)
+        active = bool(running) and running[0].isActive
+        return time.monotonic() - (progress.age_s() if active else 10 * stale_s)
 
-    return serve(cfg.http.host, cfg.http.port, progress.registry, progress.status, last_loop,
-                 stale_s)
+    try:
+        return serve(cfg.http.host, cfg.http.port, progress.registry, progress.status,
+                     last_loop, stale_s)
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot serve /metrics on {cfg.http.host}:{cfg.http.port}: {exc} "
+            "(set http.port; 0 turns the server off)") from exc

@@ -81,7 +81,8 @@ def materializer_command(stack: StackSettings, prefix: str, checkpoint: Path,
     cmd = [sys.executable, "-m", "shared.cli", "materializer", "run",
            "--set", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
            "--set", f"kafka.topic_prefix={prefix}",
-           "--set", f"spark.checkpoint={checkpoint}", "--set", "log.format=text"]
+           "--set", f"spark.checkpoint={checkpoint}", "--set", "log.format=text",
+           "--set", "http.port=0"]  # tests that scrape it pass their own port
     for s in sets:
         cmd += ["--set", s]
     return cmd + (["--available-now"] if available_now else [])

@@ -102,7 +102,8 @@ def _pipeline(s: StackSettings, work: Path) -> None:
     cmd = [sys.executable, "-m", "shared.cli", "materializer", "run", "--available-now",
            "--set", f"kafka.bootstrap_servers={s.bootstrap_servers}",
            "--set", f"kafka.topic_prefix={PREFIX}",
-           "--set", f"spark.checkpoint={work / 'checkpoint'}", "--set", "log.format=text"]
+           "--set", f"spark.checkpoint={work / 'checkpoint'}", "--set", "log.format=text",
+           "--set", "http.port=0"]
     with (work / "materializer.log").open("ab") as log:
         code = subprocess.call(cmd, cwd=repo_root(), stdout=log, stderr=subprocess.STDOUT,
                                env=_env(s))

@@ -185,7 +185,8 @@ def test_spark_submit_script_runs_the_job(stack, cql, workload) -> None:
            "--set", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
            "--set", f"kafka.topic_prefix={prefix}",
            "--set", f"spark.checkpoint={work / 'ckpt-submit'}", "--set", "log.format=text",
-           "--set", "spark.conf={\"spark.ui.enabled\": \"false\"}", "--available-now"]
+           "--set", "spark.conf={\"spark.ui.enabled\": \"false\"}", "--set", "http.port=0",
+           "--available-now"]
     out = subprocess.run(cmd, cwd=repo_root(), env=env, capture_output=True, text=True,
                          timeout=600, start_new_session=True)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
