@@ -106,6 +106,51 @@ def test_bench_key_handler_one_core() -> None:
           f"{blob:.0f} B/key = {blob * 1e6 / 2**20:,.0f} MB per million keys")
 
 
+WIDE = TABLE.__class__(**{**TABLE.__dict__, "table": "wide", "columns": (
+    *TABLE.columns, *table_from_json({
+        "keyspace": "bench", "table": "x", "id": str(TABLE.id), "columns": [
+            {"name": "c", "kind": "clustering", "position": 0, "type": "int",
+             "clustering_order": "asc"}]}, {}).columns)})
+
+
+def test_bench_wide_partition_batch_cost() -> None:
+    """One partition of N rows, one one-row update per micro-batch: the state is one value,
+    so each batch loads and stores the whole partition."""
+    import statistics
+
+    class One:
+        def get(self, _h: str) -> TableSchema:
+            return WIDE
+
+    handler = KeyHandler(One(), EventSettings("bench"))
+    for rows in (1_000, 10_000, 50_000):
+        pk = (1).to_bytes(4, "big", signed=True)
+        state: bytes | None = None
+        fill = []
+        for c in range(rows):
+            _k, value = _record(WIDE, 1, 0)
+            rec = rowupdate.decode(value)
+            rec["clustering"] = [c.to_bytes(4, "big", signed=True)]
+            rec["schema_hash"] = WIDE.schema_hash
+            fill.append(RawRecord(rowupdate.encode(rec), 0, c))
+        state = handler.handle("b.raw.bench.wide", pk, fill, None, None,
+                               1_800_000_000_000).state
+        times = []
+        for u in range(1, 21):
+            _k, value = _record(WIDE, 1, u)
+            rec = rowupdate.decode(value)
+            rec["clustering"] = [(u * 37 % rows).to_bytes(4, "big", signed=True)]
+            rec["schema_hash"] = WIDE.schema_hash
+            start = time.perf_counter()
+            state = handler.handle("b.raw.bench.wide", pk,
+                                   [RawRecord(rowupdate.encode(rec), 0, rows + u)], state,
+                                   None, 1_800_000_000_000).state
+            times.append(time.perf_counter() - start)
+        print(f"\nwide partition: {rows:,} rows, state {len(state or b'') / 2**20:.1f} MB; "
+              f"a one-row batch costs {statistics.median(times) * 1000:.1f} ms "
+              f"(median of 20) = {1 / statistics.median(times):,.0f} such batches/s")
+
+
 RUN = r"""
 import json, sys, time
 from pathlib import Path
