@@ -31,6 +31,10 @@ class SparkSettings:
     checkpoint: Path = Path("/var/lib/casscade/materializer/checkpoint")
     trigger_interval_ms: int = 1000
     shuffle_partitions: int = 2  # = state partitions; fixed for the life of a checkpoint
+    # keys are grouped into buckets (one MapState entry per key); fixed for the life of a
+    # checkpoint, like shuffle_partitions
+    state_buckets: int = 64
+    batched_state: bool = True  # pipelined state-server calls (PySpark 4.2.0 internals)
     driver_memory: str = "1g"
     # auto: resolve spark-sql-kafka from Maven Central into .casscade/lib (local runs);
     # provided: spark-submit --packages/--jars supplies it; else a comma-separated jar list

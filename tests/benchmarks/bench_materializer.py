@@ -5,8 +5,11 @@
 (b) The real Spark job on the local broker, local[1] and local[2]: KEYS partitions x UPDATES
     one-row updates (a 5-column int/text table) in a raw topic; the query runs availableNow
     with MAX_PER_BATCH records per micro-batch. rows/s = rows of the steady micro-batches /
-    their trigger time (the first, with Python worker start-up, is reported apart). Also the
-    same with applyInPandasWithState instead of transformWithState, for the API choice.
+    their trigger time (the first, with Python worker start-up, is reported apart).
+    BENCH_SPARK lists the runs as api:cores: tws (the job as configured: key buckets,
+    pipelined state calls), stock (buckets, PySpark's own per-call state API), pandas
+    (applyInPandasWithState, one group per key: the API comparison).
+(c) One wide partition: the cost of a one-row batch as the partition grows.
 State size: the checkpoint's state directory per million keys, and the state blobs' own
 bytes per key. Target (design §7): >= 20,000 row updates/s per core.
 """
@@ -163,9 +166,10 @@ cfg.kafka.max_offsets_per_trigger = int(per_batch)
 cfg.spark.master, cfg.spark.checkpoint = f"local[{cores}]", Path(ckpt)
 cfg.spark.shuffle_partitions = int(cores)
 cfg.spark.driver_memory = "2g"
+cfg.spark.batched_state = api != "stock"
 spark = job.session(cfg, available_now=True)
 spark.sparkContext.setLogLevel("ERROR")
-if api == "tws":
+if api in ("tws", "stock"):
     query = job.start(spark, cfg, available_now=True)
 else:
     from bench_pandas_state import start_pandas
@@ -223,7 +227,9 @@ def test_bench_spark_job(stack, tmp_path) -> None:
         first, steady = progress[0], progress[1:]
         steady_rows = sum(n for n, _ in steady)
         steady_ms = sum(ms for _, ms in steady)
-        label = {"tws": "transformWithState", "pandas": "applyInPandasWithState"}[api]
+        label = {"tws": "transformWithState (buckets, pipelined state calls)",
+                 "stock": "transformWithState (buckets, stock state calls)",
+                 "pandas": "applyInPandasWithState (one group per key)"}[api]
         state = _du(ckpt / "state")
         print(f"\n{label} local[{cores}]: {rows:,} row updates over {KEYS:,} keys ({ORDER}); "
               f"first batch "
