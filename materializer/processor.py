@@ -1,6 +1,6 @@
 """The Spark side: a transformWithState processor over KeyHandler, one group per key bucket.
 
-Why buckets (measured, README "Materializer throughput"): in PySpark 4.2.0 every group costs
+Why buckets (measured, README "Measured"): in PySpark 4.2.0 every group costs
 a state-server round trip to set the grouping key and one Arrow batch back to the JVM, about
 0.35 ms before any work. Grouping by (raw topic, bucket), bucket = xxhash64(Kafka key) mod
 `spark.state_buckets`, pays that once per bucket and micro-batch. Per-key semantics are
