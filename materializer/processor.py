@@ -33,6 +33,9 @@ from materializer.handler import EventSettings, KeyHandler, RawRecord, Result
 from materializer.schema_cache import SchemaCache
 from shared.kafka_topics import TopicCreator
 
+# The state layout (grouping key and state variables). A checkpoint written under another
+# layout is refused by Spark (STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE): start a new one.
+STATE_LAYOUT = 2  # 1: one group per partition key, ValueState; 2: key buckets, MapState
 OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY"
 ENTRY_KEY_SCHEMA = "pk BINARY"
 ENTRY_SCHEMA = "blob BINARY, schema_hash STRING, timer_ms LONG"

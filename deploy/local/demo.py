@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 from confluent_kafka import Consumer, TopicPartition
 
+from materializer.processor import STATE_LAYOUT
 from shared.devstack import cassandra, stack
 from shared.devstack.settings import StackSettings, repo_root
 from shared.kafka_topics import read_to_end
@@ -102,7 +103,9 @@ def _pipeline(s: StackSettings, work: Path) -> None:
     cmd = [sys.executable, "-m", "shared.cli", "materializer", "run", "--available-now",
            "--set", f"kafka.bootstrap_servers={s.bootstrap_servers}",
            "--set", f"kafka.topic_prefix={PREFIX}",
-           "--set", f"spark.checkpoint={work / 'checkpoint'}", "--set", "log.format=text",
+           # a new state layout needs a new checkpoint (materializer.processor.STATE_LAYOUT)
+           "--set", f"spark.checkpoint={work / f'checkpoint-v{STATE_LAYOUT}'}",
+           "--set", "log.format=text",
            "--set", "http.port=0"]
     with (work / "materializer.log").open("ab") as log:
         code = subprocess.call(cmd, cwd=repo_root(), stdout=log, stderr=subprocess.STDOUT,
