@@ -142,20 +142,22 @@ class KeyHandler:
         """Apply a micro-batch of one key's raw records."""
         result = Result()
         decoded: list[tuple[dict[str, Any], bytes]] = []
-        newest = (-1, -1)
-        if schema_hash is not None:
-            self._version(schema_hash)  # the state's version: its drops count too
+        # The version to render with: the newest schema (altered_at) among the state's and
+        # the records'; among equals (or schemas without altered_at) the latest offset.
+        best = (self._version(schema_hash).table.altered_at_us, (-1, -1)) \
+            if schema_hash is not None else None
         for raw in records:
             try:
                 rec = read_row_update(raw.value)
-                self._version(rec["schema_hash"])
+                version = self._version(rec["schema_hash"])
             except (rowupdate.RecordFormatError, LookupError) as exc:
                 result.outputs.append(self._dead_letter(topic, partition_key, raw, exc))
                 continue
             rec["_kafka"] = (topic, raw.partition, raw.offset)
             decoded.append((rec, raw.value))
-            if (raw.partition, raw.offset) > newest:
-                newest, schema_hash = (raw.partition, raw.offset), rec["schema_hash"]
+            rank = (version.table.altered_at_us, (raw.partition, raw.offset))
+            if best is None or rank >= best:
+                best, schema_hash = rank, rec["schema_hash"]
         if schema_hash is None:  # nothing usable and no state
             return result
         version = self._version(schema_hash)

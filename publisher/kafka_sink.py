@@ -30,6 +30,7 @@ def schema_topic(prefix: str) -> str:
 def schema_record(table: TableSchema) -> bytes:
     """The schema topic value: the table as the publisher decoded it (shared/schema.py)."""
     body = table.to_json() | {"schema_hash": table.schema_hash,
+                              "altered_at": table.altered_at_us,
                               "types": {k: [list(f) for f in v]
                                         for k, v in sorted(table.udts.items())}}
     return json.dumps(body, sort_keys=True).encode()

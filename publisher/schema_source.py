@@ -110,13 +110,17 @@ def read_system_schema(session: Any) -> dict[str, Any]:
             {"name": row.column_name, "kind": row.kind or "regular", "type": row.type,
              "dropped_time": (row.dropped_ms or 0) * 1000})
     tables = []
+    # Every CREATE/ALTER rewrites the table's row, so its write time orders schema versions
+    # (checked on 5.0.8: ADD and DROP both move it).
     for row in session.execute("SELECT keyspace_name, table_name, id, cdc, gc_grace_seconds, "
-                               "default_time_to_live FROM system_schema.tables"):
+                               "default_time_to_live, WRITETIME(comment) AS altered_at "
+                               "FROM system_schema.tables"):
         key = (row.keyspace_name, row.table_name)
         tables.append({
             "keyspace": row.keyspace_name, "table": row.table_name, "id": str(row.id),
             "cdc": bool(row.cdc), "gc_grace_seconds": row.gc_grace_seconds,
             "default_time_to_live": row.default_time_to_live,
+            "altered_at": row.altered_at or 0,
             "columns": columns.get(key, []), "dropped_columns": dropped.get(key, []),
         })
     return {"format": 1, "types": types, "tables": tables}

@@ -65,6 +65,9 @@ class TableSchema:
     gc_grace_seconds: int = 864000
     default_time_to_live: int = 0
     udts: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    # When the table's schema last changed (µs: the write time of its system_schema.tables
+    # row, rewritten by every ALTER); orders versions. Not part of to_json or the hash.
+    altered_at_us: int = 0
 
     @property
     def name(self) -> str:
@@ -136,7 +139,8 @@ def table_from_json(obj: Mapping[str, Any],
             raise ValueError(f"{keyspace}.{obj['table']}.{c.name}: unknown column kind {c.kind}")
     return TableSchema(keyspace, obj["table"], uuid.UUID(obj["id"]), columns, dropped,
                        bool(obj.get("cdc", False)), int(obj.get("gc_grace_seconds", 864000)),
-                       int(obj.get("default_time_to_live", 0)), udts)
+                       int(obj.get("default_time_to_live", 0)), udts,
+                       int(obj.get("altered_at") or 0))
 
 
 def _parse(text: str, keyspace: str, udts: Mapping[str, tuple[tuple[str, str], ...]]) -> CqlType:

@@ -4,6 +4,7 @@ would in production, so each step's records carry that step's schema version).""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -19,6 +20,7 @@ from materializer_harness import (
 from reference import cdc_offsets
 
 from publisher.schema_source import read_system_schema
+from shared.kafka_topics import read_to_end
 from shared.schema import TableSchema, catalog_from_json
 
 pytestmark = pytest.mark.integration
@@ -75,5 +77,11 @@ def test_add_drop_and_readd_column_events_follow_select(stack, cql, tmp_path) ->
         assert (9, 9, "d") in ops  # the row only the dropped column kept alive is gone
         assert want[canonical({"k": 2, "c": 1})]["b"] is None  # not resurrected
         assert want[canonical({"k": 1, "c": 1})]["b"] == 77
+        # every version the agents published carries its ALTER time, so versions are ordered
+        versions = [json.loads(m.value()) for m in read_to_end(stack.bootstrap_servers,
+                                                               f"{prefix}.schemas")]
+        altered = sorted(v["altered_at"] for v in versions if v["table"] == "t"
+                         and v["keyspace"] == ks)
+        assert len(altered) >= 3 and altered[0] > 0 and len(set(altered)) == len(altered)
     finally:
         cql.execute(f"DROP KEYSPACE {ks}")

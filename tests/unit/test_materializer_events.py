@@ -211,3 +211,33 @@ def test_dropped_column_cells_vanish_and_do_not_come_back_when_readded() -> None
     (_, key, value), = events
     assert key == {"id": 7, "line": 1}
     assert value["after"]["tags"] == {"n": base64.b64encode(b"\x03").decode()}  # old k gone
+
+
+def test_a_late_record_of_an_older_schema_version_does_not_change_the_column_set() -> None:
+    base = TABLE.to_json()
+    v1 = table_from_json(base | {"altered_at": 100}, {})
+    v2 = table_from_json(base | {"altered_at": 200, "columns": base["columns"] + [
+        {"name": "extra", "kind": "regular", "position": -1, "type": "text"}]}, {})
+    h = KeyHandler(Registry(v1, v2), EventSettings("p", tombstones=False))
+
+    def as_version(value: bytes, table: TableSchema, cells: list, ts: int) -> bytes:
+        rec = rowupdate.decode(value)
+        rec["schema_hash"] = table.schema_hash
+        rec["cells"] = [{"column": c, "path": None, "value": v, "timestamp": ts, "ttl": 0,
+                         "local_deletion_time": None, "tombstone": False} for c, v in cells]
+        return rowupdate.encode(rec)
+
+    first = raw("ROW", [i32(1)], [], 1000, 10, liveness=True)
+    new = as_version(first, v2, [("extra", b"x"), ("qty", i32(1))], 2000)
+    late_old = as_version(first, v1, [("qty", i32(5))], 3000)  # written later, older schema
+    # the newer version wins whatever the offsets; the same state either way
+    for order in ([new, late_old], [late_old, new]):
+        events, _ = run(h, order)
+        assert events[-1][2]["after"] == {"id": 7, "line": 1, "note": None, "qty": 5,
+                                          "tags": None, "at": None, "extra": "x"}
+    # and across batches: the state's version is not downgraded by the late record
+    _, state = run(h, [new])
+    res = h.handle("p.raw.shop.orders", i32(7), [RawRecord(late_old, 2, 500)], state,
+                   v2.schema_hash, NOW_MS)
+    assert res.schema_hash == v2.schema_hash
+    assert json.loads(res.outputs[0][2])["after"]["extra"] == "x"
