@@ -71,9 +71,14 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
-        # wake every few seconds to hand Spark's new progress reports to /metrics
-        while not query.awaitTermination(5):
-            progress.observe_new(query.recentProgress)
+        from pyspark.errors import StreamingQueryException
+
+        try:
+            # wake every few seconds to hand Spark's new progress reports to /metrics
+            while not query.awaitTermination(5):
+                progress.observe_new(query.recentProgress)
+        except StreamingQueryException as exc:  # raised here when the query failed
+            raise click.ClickException(f"materializer query failed: {exc}") from exc
         progress.observe_new(query.recentProgress)
         error = query.exception()
         if error is not None:

@@ -144,8 +144,13 @@ class KeyHandler:
         decoded: list[tuple[dict[str, Any], bytes]] = []
         # The version to render with: the newest schema (altered_at) among the state's and
         # the records'; among equals (or schemas without altered_at) the latest offset.
-        best = (self._version(schema_hash).table.altered_at_us, (-1, -1)) \
-            if schema_hash is not None else None
+        best = None
+        if schema_hash is not None:
+            try:
+                best = (self._version(schema_hash).table.altered_at_us, (-1, -1))
+            except LookupError as exc:  # the records' versions decide; without any, fail
+                log.error("the state's schema version is unknown",
+                          extra={"topic": topic, "schema_hash": schema_hash, "error": str(exc)})
         for raw in records:
             try:
                 rec = read_row_update(raw.value)
