@@ -16,7 +16,9 @@ class KafkaSettings:
     bootstrap_servers: str = "127.0.0.1:9092"
     topic_prefix: str = "casscade"  # reads <prefix>.raw.*, writes <prefix>.<ks>.<table>
     starting_offsets: str = "earliest"  # for a new checkpoint only
-    max_offsets_per_trigger: int = 0  # 0: no limit per micro-batch
+    # raw records per micro-batch at most (0: no limit); bounds memory, since a bucket's
+    # records of a micro-batch are held together, and the time to the first events
+    max_offsets_per_trigger: int = 200_000
     consumer: dict[str, str] = field(default_factory=dict)  # extra kafka.* source options
     producer: dict[str, str] = field(default_factory=dict)  # extra kafka.* sink options
 
