@@ -228,22 +228,22 @@ class KeyHandler:
     def _unencodable(self, version: _TableVersion, key: dict[str, Any], op: str,
                      before: dict | None, after: dict | None, source: dict[str, Any],
                      exc: Exception) -> tuple[str, bytes | None, bytes | None]:
-        self.ensure_topic(self.settings.dlq)
         where = {"topic": source.get("kafka_topic"), "partition": source.get("kafka_partition"),
                  "offset": source.get("kafka_offset"), "event_topic": version.topic}
-        log.error("change event cannot be encoded; sent to the dead-letter topic",
-                  extra=where | {"error": str(exc), "dead_letter_topic": self.settings.dlq})
-        body = where | {"error": f"{type(exc).__name__}: {exc}", "event": {
-            "key": key, "op": op, "before": before, "after": after, "source": source}}
-        return self.settings.dlq, dumps(key), dumps(body)
+        return self._to_dlq("change event cannot be encoded", dumps(key), where, exc, event={
+            "key": key, "op": op, "before": before, "after": after, "source": source})
 
     def _dead_letter(self, topic: str, key: bytes, raw: RawRecord,
                      exc: Exception) -> tuple[str, bytes | None, bytes | None]:
-        self.ensure_topic(self.settings.dlq)
         where = {"topic": topic, "partition": raw.partition, "offset": raw.offset}
-        log.error("raw record cannot be materialized; sent to the dead-letter topic",
+        return self._to_dlq("raw record cannot be materialized", key, where, exc,
+                            value=raw.value)
+
+    def _to_dlq(self, what: str, key: bytes, where: dict[str, Any], exc: Exception,
+                **payload: Any) -> tuple[str, bytes | None, bytes | None]:
+        """A dead-letter record: where it came from, the error, and what could not go on."""
+        self.ensure_topic(self.settings.dlq)
+        log.error(f"{what}; sent to the dead-letter topic",
                   extra=where | {"error": str(exc), "dead_letter_topic": self.settings.dlq})
-        body = where | {"error": f"{type(exc).__name__}: {exc}", "value": raw.value}
+        body = where | {"error": f"{type(exc).__name__}: {exc}"} | payload
         return self.settings.dlq, key, dumps(body)
-
-

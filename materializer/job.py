@@ -63,7 +63,8 @@ def session(cfg: MaterializerConfig, available_now: bool = False) -> SparkSessio
         builder = builder.config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
     builder = (builder.config("spark.sql.shuffle.partitions", str(s.shuffle_partitions))
                # Python workers talk to the JVM state server over a Unix socket: each
-               # round trip ~30 % cheaper than loopback TCP (measured)
+               # round trip ~30 % cheaper than loopback TCP (profiled on local[1] while
+               # choosing the bucketed processor)
                .config("spark.python.unix.domain.socket.enabled", "true")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)

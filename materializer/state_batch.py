@@ -95,43 +95,35 @@ class BatchedMapState:
             out.extend(api._receive_proto_message() for _ in range(pending))
         return out
 
+    def _calls(self, calls: Iterable[Any], what: str) -> list[bytes]:
+        """Pipeline MapState calls; each answer's value, or an error naming `what`."""
+        M = self._M
+        out = []
+        for status, err, value in self._pipeline(
+                self._request(M.MapStateCall(stateName=self._name, **call)) for call in calls):
+            if status != 0:
+                raise PySparkRuntimeError(f"Error {what} map state {self._name}: {err}")
+            out.append(value)
+        return out
+
     def get_many(self, keys: Sequence[tuple]) -> list[Any]:
         """The value tuple (a Row) of each user key, or None where there is none."""
-        M = self._M
-        name = self._name
-        answers = self._pipeline(
-            self._request(M.MapStateCall(stateName=name,
-                                         getValue=M.GetValue(userKey=_dumps(k))))
-            for k in keys)
-        values = []
-        for status, err, value in answers:
-            if status != 0:
-                raise PySparkRuntimeError(f"Error getting value: {err}")
-            values.append(pickle.loads(value) if value else None)
-        return values
+        GetValue = self._M.GetValue
+        values = self._calls(({"getValue": GetValue(userKey=_dumps(k))} for k in keys),
+                             "getting a value of")
+        return [pickle.loads(v) if v else None for v in values]
 
     def update_many(self, items: Iterable[tuple[tuple, tuple]]) -> None:
         """updateValue(key, value) for each (key tuple, value tuple)."""
-        M = self._M
-        name = self._name
-        answers = self._pipeline(
-            self._request(M.MapStateCall(stateName=name, updateValue=M.UpdateValue(
-                userKey=_dumps(k), value=_dumps(v))))
-            for k, v in items)
-        for status, err, _ in answers:
-            if status != 0:
-                raise PySparkRuntimeError(f"Error updating map state value: {err}")
+        UpdateValue = self._M.UpdateValue
+        self._calls(({"updateValue": UpdateValue(userKey=_dumps(k), value=_dumps(v))}
+                     for k, v in items), "updating a value of")
 
     def remove_many(self, keys: Iterable[tuple]) -> None:
         """removeKey(key) for each key tuple."""
-        M = self._M
-        name = self._name
-        answers = self._pipeline(
-            self._request(M.MapStateCall(stateName=name, removeKey=M.RemoveKey(userKey=_dumps(k))))
-            for k in keys)
-        for status, err, _ in answers:
-            if status != 0:
-                raise PySparkRuntimeError(f"Error removing map state key: {err}")
+        RemoveKey = self._M.RemoveKey
+        self._calls(({"removeKey": RemoveKey(userKey=_dumps(k))} for k in keys),
+                    "removing a key of")
 
 
 def install_fast_row_decode() -> None:
