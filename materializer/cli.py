@@ -89,6 +89,35 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         spark.stop()
 
 
+@materializer.command()
+@_CONFIG
+@_SET
+@click.option("--top", default=5, show_default=True,
+              help="How many of the widest partitions to list.")
+def state(config_file: Path | None, overrides: tuple[str, ...], top: int) -> None:
+    """Print, as JSON, what spark.checkpoint's state holds: per raw topic the partitions,
+    row pages and state bytes, and the partitions with the most pages (the wide ones).
+
+    Reads the last committed micro-batch through Spark's state data source; run it with the
+    job stopped, or read it as "as of the last commit".
+    """
+    from materializer import job
+    from materializer.state_report import state_report
+    from shared.logs import setup_logging
+
+    cfg = _config(config_file, overrides)
+    setup_logging(cfg.log.level, cfg.log.format)
+    spark = job.session(cfg)
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        report = state_report(spark, Path(cfg.spark.checkpoint), top)
+    except FileNotFoundError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        spark.stop()
+    click.echo(json.dumps(report, indent=1))
+
+
 def _serve(cfg: MaterializerConfig, running: list[Any], progress: ProgressMetrics) -> Any:
     """/metrics, /health (a report within the stale window and the query running), /status."""
     from shared.http_server import serve

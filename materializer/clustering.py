@@ -80,9 +80,24 @@ class ClusteringOrder:
                  end: tuple, end_incl: bool) -> bool:
         """Whether a row's clustering lies inside [start, end] (bounds are prefixes)."""
         ck = self.key(clustering)
-        lo, hi = self.key(start), self.key(end)
-        head = ck[:len(lo)]
-        if head < lo or (head == lo and not start_incl and lo):
-            return False
-        head = ck[:len(hi)]
-        return not (head > hi or (head == hi and not end_incl and hi))
+        return not (_before(ck, self.key(start), start_incl)
+                    or _after(ck, self.key(end), end_incl))
+
+    def may_overlap(self, first: tuple[bytes | None, ...], last: tuple[bytes | None, ...],
+                    start: tuple, start_incl: bool, end: tuple, end_incl: bool) -> bool:
+        """Whether some clustering between `first` and `last` (inclusive) can lie inside
+        [start, end]: neither all of them before the start nor all after the end."""
+        return not (_before(self.key(last), self.key(start), start_incl)
+                    or _after(self.key(first), self.key(end), end_incl))
+
+
+def _before(ck: Key, lo: Key, incl: bool) -> bool:
+    """`ck` sorts before the start bound `lo` (a prefix; empty: no bound)."""
+    head = ck[:len(lo)]
+    return head < lo or (head == lo and not incl and bool(lo))
+
+
+def _after(ck: Key, hi: Key, incl: bool) -> bool:
+    """`ck` sorts after the end bound `hi` (a prefix; empty: no bound)."""
+    head = ck[:len(hi)]
+    return head > hi or (head == hi and not incl and bool(hi))

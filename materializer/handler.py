@@ -18,11 +18,16 @@ from materializer.envelope import EnvelopeWriter, dumps
 from materializer.events import Change, KeyProcessor, from_snapshot
 from materializer.merge import Merger
 from materializer.model import PartitionState
+from materializer.pages import DEFAULT_PAGE_ROWS, PageWrites, attach, pages_to_load, store
 from shared import rowupdate
 from shared.rowupdate_reader import read_row_update
 from shared.schema import TableSchema
 
 log = logging.getLogger(__name__)
+
+
+# Reads pages of the key being handled: page ids → their bytes (None: not in the store)
+PageSource = Callable[[list[int]], list[bytes | None]]
 
 
 class Schemas(Protocol):
@@ -77,12 +82,14 @@ class RawRecord:
 @dataclass
 class Result:
     """What one call produced: records to write, the new state, the schema it was read with,
-    and when the key next needs a look (TTL expiry), in ms."""
+    and when the key next needs a look (TTL expiry), in ms. `state` is the partition's own
+    entry; `pages` the page entries of a wide partition to write (None: remove)."""
 
     outputs: list[tuple[str, bytes | None, bytes | None]] = field(default_factory=list)
     state: bytes | None = None
     schema_hash: str | None = None
     next_timer_ms: int | None = None
+    pages: PageWrites = field(default_factory=dict)
 
 
 class _TableVersion:
@@ -112,9 +119,13 @@ class KeyHandler:
 
     def __init__(self, schemas: Schemas, settings: EventSettings,
                  ensure_topic: Callable[[str], None] = lambda _topic: None,
-                 schema_publisher: SchemaPublisher | None = None) -> None:
+                 schema_publisher: SchemaPublisher | None = None,
+                 page_rows: int = DEFAULT_PAGE_ROWS) -> None:
+        if page_rows < 1:
+            raise ValueError(f"page_rows must be at least 1, not {page_rows}")
         self.schemas = schemas
         self.settings = settings
+        self.page_rows = page_rows  # rows per page of a wide partition (materializer.pages)
         self.ensure_topic = ensure_topic  # creates an output topic before its first event
         self.schema_publisher = schema_publisher  # Avro schemas (events.format avro)
         self._versions: dict[str, _TableVersion] = {}
@@ -138,8 +149,10 @@ class KeyHandler:
         return v
 
     def handle(self, topic: str, partition_key: bytes, records: Iterable[RawRecord],
-               state_blob: bytes | None, schema_hash: str | None, now_ms: int) -> Result:
-        """Apply a micro-batch of one key's raw records."""
+               state_blob: bytes | None, schema_hash: str | None, now_ms: int,
+               read_pages: PageSource | None = None) -> Result:
+        """Apply a micro-batch of one key's raw records (`read_pages`: a wide partition's
+        pages, for a state that has them)."""
         result = Result()
         decoded: list[tuple[dict[str, Any], bytes]] = []
         # The version to render with: the newest schema (altered_at) among the state's and
@@ -167,26 +180,42 @@ class KeyHandler:
             return result
         version = self._version(schema_hash)
         state = PartitionState.loads(state_blob) if state_blob else PartitionState()
+        self._load_pages(version, topic, partition_key, state, [r for r, _ in decoded], now_ms,
+                         read_pages)
         changes = version.processor.process(state, decoded, now_ms // 1000)
         self._render(version, partition_key, changes, now_ms, result)
-        return self._finish(state, schema_hash, result)
+        return self._finish(version, state, schema_hash, now_ms, result)
 
     def expire(self, partition_key: bytes, state_blob: bytes | None, schema_hash: str | None,
-               now_ms: int) -> Result:
+               now_ms: int, read_pages: PageSource | None = None, topic: str = "") -> Result:
         """A timer fired: report TTL expiry of an untouched key."""
         result = Result()
         if not state_blob or schema_hash is None:
             return result
         version = self._version(schema_hash)
         state = PartitionState.loads(state_blob)
+        self._load_pages(version, topic, partition_key, state, [], now_ms, read_pages)
         changes = version.processor.expire(state, now_ms // 1000)
         self._render(version, partition_key, changes, now_ms, result)
-        return self._finish(state, schema_hash, result)
+        return self._finish(version, state, schema_hash, now_ms, result)
 
     @staticmethod
-    def _finish(state: PartitionState, schema_hash: str, result: Result) -> Result:
+    def _load_pages(version: _TableVersion, topic: str, partition_key: bytes,
+                    state: PartitionState, records: list[dict[str, Any]], now_ms: int,
+                    read_pages: PageSource | None) -> None:
+        if not state.pages:
+            return
+        where = f"{topic} key {partition_key.hex()}"
+        if read_pages is None:
+            raise ValueError(f"{where}: the state has pages but no page source was given")
+        need = pages_to_load(state, records, now_ms // 1000, version.processor.merger.order)
+        attach(state, need, read_pages(need) if need else [], where)
+
+    def _finish(self, version: _TableVersion, state: PartitionState, schema_hash: str,
+                now_ms: int, result: Result) -> Result:
         result.schema_hash = schema_hash
-        result.state = None if state.is_empty() else state.dumps()
+        result.state, result.pages = store(state, version.processor.merger.order,
+                                           now_ms // 1000, self.page_rows)
         result.next_timer_ms = None if state.next_expiry is None else state.next_expiry * 1000
         return result
 

@@ -7,6 +7,7 @@ Images are compared raw; `materializer.values` turns them into typed values for 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from materializer.merge import EXPIRED
@@ -60,8 +61,8 @@ def row_image(state: PartitionState, ck: Clustering, now_s: int,
 
 
 def _any_live_row(state: PartitionState, now_s: int) -> bool:
-    return any(row_is_live(r, row_values(r, now_s), now_s) for k, r in state.rows.items()
-               if k != STATIC_ONLY)
+    return state.unloaded_live or any(row_is_live(r, row_values(r, now_s), now_s)
+                                      for k, r in state.rows.items() if k != STATIC_ONLY)
 
 
 def partition_images(state: PartitionState, now_s: int) -> dict[Clustering, Image]:
@@ -72,7 +73,7 @@ def partition_images(state: PartitionState, now_s: int) -> dict[Clustering, Imag
         values = row_values(row, now_s)
         if row_is_live(row, values, now_s):
             out[ck] = {**static, **values} if static else values
-    if not out and static:
+    if not out and static and not state.unloaded_live:
         out[STATIC_ONLY] = dict(static)
     return out
 
@@ -80,8 +81,13 @@ def partition_images(state: PartitionState, now_s: int) -> dict[Clustering, Imag
 def next_expiry(state: PartitionState, now_s: int) -> int | None:
     """The earliest time (s) after `now_s` at which some live TTL'd cell or liveness
     expires, or None."""
-    best: int | None = None
     rows = list(state.rows.values()) + ([state.static] if state.static is not None else [])
+    return rows_next_expiry(rows, now_s)
+
+
+def rows_next_expiry(rows: Iterable[RowState], now_s: int) -> int | None:
+    """The same over some rows."""
+    best: int | None = None
     for row in rows:
         live = row.liveness
         if live is not None and live[1] and live[1] != EXPIRED and live[2] is not None \

@@ -100,7 +100,8 @@ def start(spark: SparkSession, cfg: MaterializerConfig,
     for key, value in k.consumer.items():
         reader = reader.option(f"kafka.{key}", value)
     processor = MaterializeProcessor(k.bootstrap_servers, f"{k.topic_prefix}.schemas",
-                                     event_settings(cfg), cfg.spark.batched_state)
+                                     event_settings(cfg), cfg.spark.batched_state,
+                                     cfg.spark.state_page_rows)
     raw = reader.load().select("topic", "key", "value", "partition", "offset")
     events = (raw.withColumn("bucket", bucket_column(raw.key, cfg.spark.state_buckets))
               .groupBy("topic", "bucket")

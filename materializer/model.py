@@ -12,7 +12,7 @@ import gc
 import pickle
 from typing import Any
 
-STATE_FORMAT = 1
+STATE_FORMAT = 2  # 1: no pages (layout 2); 2: + page index and next page id
 NO_TIME = None
 
 Deletion = tuple[int, int | None]  # (marked_for_delete_at µs, local_deletion_time s)
@@ -22,6 +22,9 @@ CellKey = tuple[str, bytes | None]  # (column, cell path)
 Clustering = tuple[bytes | None, ...]
 # (start values, start inclusive, end values, end inclusive, marked_for_delete_at, ldt)
 RangeDeletion = tuple[Clustering, bool, Clustering, bool, int, int | None]
+# A page of a wide partition's rows (materializer.pages): page id, first and last clustering
+# held, earliest TTL expiry in it (s) as of its last write, whether it held a live row then
+PageRef = tuple[int, Clustering, Clustering, int | None, bool]
 
 EXPIRED_LIVENESS_TTL = 2**31 - 1  # Cassandra's marker of an expired (tombstone) liveness
 
@@ -55,10 +58,15 @@ class RowState:
 
 
 class PartitionState:
-    """All that is known of one partition: deletions, static row, rows by clustering."""
+    """All that is known of one partition: deletions, static row, rows by clustering.
 
-    __slots__ = ("deletion", "evaluated_at", "last_purge", "next_expiry", "ranges", "rows",
-                 "static")
+    A wide partition keeps its rows in pages (`materializer.pages`): then `rows` holds only
+    the rows of the pages loaded for this micro-batch, `pages` indexes all of them, and
+    `unloaded_live` says whether a page not loaded holds a live row.
+    """
+
+    __slots__ = ("deletion", "evaluated_at", "last_purge", "loaded_pages", "next_expiry",
+                 "next_page", "pages", "ranges", "rows", "static", "unloaded_live")
 
     def __init__(self) -> None:
         self.deletion: Deletion | None = None
@@ -68,11 +76,15 @@ class PartitionState:
         self.evaluated_at = 0  # s: the time the last emitted images were computed at
         self.next_expiry: int | None = None  # s: earliest pending TTL expiry, if any
         self.last_purge = 0  # s
+        self.pages: list[PageRef] = []  # empty: every row is in `rows`
+        self.next_page = 1  # the id the next new page gets (0 is the partition's own entry)
+        self.loaded_pages: set[int] = set()  # not stored: pages whose rows are in `rows`
+        self.unloaded_live = False  # not stored: a page not loaded holds a live row
 
     def is_empty(self) -> bool:
         """No data and no tombstone: the key's state can be removed."""
         return (self.deletion is None and self.static is None and not self.ranges
-                and not self.rows)
+                and not self.rows and not self.pages)
 
     def canonical(self) -> tuple:
         """Order-free plain form of the merged data (times of evaluation excluded)."""
@@ -80,11 +92,13 @@ class PartitionState:
                 tuple(sorted(set(self.ranges), key=repr)),
                 tuple(sorted(((k, r.to_tuple()) for k, r in self.rows.items()), key=repr)))
 
-    def dumps(self) -> bytes:
-        """Serialize (format byte + pickle of builtins only)."""
+    def dumps(self, with_rows: bool = True) -> bytes:
+        """Serialize (format byte + pickle of builtins only); a paged partition's own entry
+        is written without rows (they are in the pages)."""
+        rows = {k: r.to_tuple() for k, r in self.rows.items()} if with_rows else {}
         body = (self.deletion, self.static.to_tuple() if self.static else None, self.ranges,
-                {k: r.to_tuple() for k, r in self.rows.items()}, self.evaluated_at,
-                self.next_expiry, self.last_purge)
+                rows, self.evaluated_at, self.next_expiry, self.last_purge, self.pages,
+                self.next_page)
         return bytes([STATE_FORMAT]) + pickle.dumps(body, protocol=5)
 
     @classmethod
@@ -102,12 +116,37 @@ class PartitionState:
             state = cls()
             state.deletion, static, state.ranges, rows = body[0], body[1], body[2], body[3]
             state.static = RowState.from_tuple(static) if static else None
-            state.rows = {k: RowState.from_tuple(r) for k, r in rows.items()}
+            state.rows = rows_from_tuples(rows)
             state.evaluated_at, state.next_expiry, state.last_purge = body[4], body[5], body[6]
+            state.pages, state.next_page = body[7], body[8]
         finally:
             if enabled:
                 gc.enable()
         return state
+
+
+def rows_to_bytes(rows: dict[Clustering, RowState]) -> bytes:
+    """One page of rows, serialized (format byte + pickle of builtins only)."""
+    return bytes([STATE_FORMAT]) + pickle.dumps({k: r.to_tuple() for k, r in rows.items()},
+                                                protocol=5)
+
+
+def rows_from_bytes(data: bytes) -> dict[Clustering, RowState]:
+    """Inverse of rows_to_bytes; refuses an unknown format byte."""
+    if not data or data[0] != STATE_FORMAT:
+        raise ValueError(f"unknown page format {data[:1]!r}")
+    enabled = gc.isenabled()
+    gc.disable()  # as in PartitionState.loads
+    try:
+        return rows_from_tuples(_SafeUnpickler.loads(data[1:]))
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def rows_from_tuples(rows: dict[Clustering, tuple]) -> dict[Clustering, RowState]:
+    """Rows from their plain form."""
+    return {k: RowState.from_tuple(r) for k, r in rows.items()}
 
 
 class _SafeUnpickler(pickle.Unpickler):

@@ -5,9 +5,10 @@ a state-server round trip to set the grouping key and one Arrow batch back to th
 0.35 ms before any work. Grouping by (raw topic, bucket), bucket = xxhash64(Kafka key) mod
 `spark.state_buckets`, pays that once per bucket and micro-batch. Per-key semantics are
 unchanged: each partition key has its own MapState entry (state blob, schema hash, next
-expiry), read once and written once per micro-batch, and its records are merged into it
-alone. The reads and writes of a bucket go to the state server pipelined
-(`materializer.state_batch`) where the PySpark version allows.
+expiry) under page 0, read once and written once per micro-batch, and its records are merged
+into it alone. A wide partition's rows sit in further entries, pages 1, 2, ... of the same
+key (`materializer.pages`), read and written only when the batch can change them. The reads
+and writes of a bucket go (`materializer.state_batch`) where the PySpark version allows.
 
 TTL expiry: one processing-time timer per bucket, at the earliest expiry of its entries (kept
 in the ValueState "bucket_timer"). When it fires, the entries that are due are expired and
@@ -16,7 +17,7 @@ the timer is set again at the next earliest one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pyspark.sql import Row
@@ -30,14 +31,16 @@ from pyspark.sql.streaming.stateful_processor import (
 from materializer import state_batch
 from materializer.avro_registry import ConfluentRegistry, SchemaPublisher, SchemaTopic
 from materializer.handler import EventSettings, KeyHandler, RawRecord, Result
+from materializer.pages import DEFAULT_PAGE_ROWS
 from materializer.schema_cache import SchemaCache
 from shared.kafka_topics import TopicCreator
 
 # The state layout (grouping key and state variables). A checkpoint written under another
 # layout is refused by Spark (STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE): start a new one.
-STATE_LAYOUT = 2  # 1: one group per partition key, ValueState; 2: key buckets, MapState
+STATE_LAYOUT = 3  # 1: one group per key, ValueState; 2: key buckets, MapState; 3: + pages
 OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY"
-ENTRY_KEY_SCHEMA = "pk BINARY"
+ENTRY_KEY_SCHEMA = "pk BINARY, page LONG"  # page 0: the partition; 1, 2, ...: its row pages
+HEAD = 0
 ENTRY_SCHEMA = "blob BINARY, schema_hash STRING, timer_ms LONG"
 TIMER_SCHEMA = "timer_ms LONG"
 # Per Python worker (Spark reuses workers across tasks): schemas, known topics, Avro
@@ -97,33 +100,41 @@ class _Entries:
         self.pipe = (state_batch.BatchedMapState(handle, self.map)
                      if batched and state_batch.supported() else None)
 
-    def get_many(self, pks: list[bytes]) -> list[Any]:
+    def get_many(self, keys: list[tuple[bytes, int]]) -> list[Any]:
         if self.pipe is not None:
-            return self.pipe.get_many([(pk,) for pk in pks])
-        return [self.map.getValue((pk,)) for pk in pks]
+            return self.pipe.get_many(keys)
+        return [self.map.getValue(k) for k in keys]
 
-    def write(self, updates: list[tuple[bytes, tuple]], removes: list[bytes]) -> None:
+    def pages(self, pk: bytes) -> Callable[[list[int]], list[bytes | None]]:
+        """Reads pages of one partition (KeyHandler's page source)."""
+        def read(ids: list[int]) -> list[bytes | None]:
+            return [_entry(v)[0] for v in self.get_many([(pk, i) for i in ids])]
+        return read
+
+    def write(self, updates: list[tuple[tuple[bytes, int], tuple]],
+              removes: list[tuple[bytes, int]]) -> None:
         if self.pipe is not None:
             if updates:
-                self.pipe.update_many([((pk,), v) for pk, v in updates])
+                self.pipe.update_many(updates)
             if removes:
-                self.pipe.remove_many([(pk,) for pk in removes])
+                self.pipe.remove_many(removes)
             return
-        for pk, v in updates:
-            self.map.updateValue((pk,), v)
-        for pk in removes:
-            self.map.removeKey((pk,))
+        for k, v in updates:
+            self.map.updateValue(k, v)
+        for k in removes:
+            self.map.removeKey(k)
 
 
 class MaterializeProcessor(StatefulProcessor):
     """Merges the raw records of every partition key of one bucket into its own state."""
 
     def __init__(self, bootstrap: str, schema_topic: str, settings: EventSettings,
-                 batched_state: bool = True) -> None:
+                 batched_state: bool = True, page_rows: int = DEFAULT_PAGE_ROWS) -> None:
         self.bootstrap = bootstrap
         self.schema_topic = schema_topic
         self.settings = settings
         self.batched_state = batched_state  # pipelined state calls (PySpark internals)
+        self.page_rows = page_rows  # rows per page of a wide partition
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         """Declare the state (runs on the driver once, then once per task)."""
@@ -135,7 +146,7 @@ class MaterializeProcessor(StatefulProcessor):
             state_batch.install_fast_row_decode()
         self.handler = KeyHandler(_cache(self.bootstrap, self.schema_topic), self.settings,
                                   _topics(self.bootstrap, self.settings).ensure,
-                                  _publisher(self.bootstrap, self.settings))
+                                  _publisher(self.bootstrap, self.settings), self.page_rows)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row],
                         timerValues: TimerValues) -> Iterator[Row]:
@@ -148,12 +159,14 @@ class MaterializeProcessor(StatefulProcessor):
         now = timerValues.getCurrentProcessingTimeInMs()
         pks = list(by_pk)
         outputs: list[tuple[str, bytes | None, bytes | None]] = []
-        updates: list[tuple[bytes, tuple]] = []
-        removes: list[bytes] = []
+        updates: list[tuple[tuple[bytes, int], tuple]] = []
+        removes: list[tuple[bytes, int]] = []
         earliest: int | None = None
-        for pk, current in zip(pks, self.entries.get_many(pks), strict=True):
+        heads = self.entries.get_many([(pk, HEAD) for pk in pks])
+        for pk, current in zip(pks, heads, strict=True):
             blob, schema_hash, _timer = _entry(current)
-            result = self.handler.handle(topic, pk, by_pk[pk], blob, schema_hash, now)
+            result = self.handler.handle(topic, pk, by_pk[pk], blob, schema_hash, now,
+                                         self.entries.pages(pk))
             outputs.extend(result.outputs)
             if result.schema_hash is None:  # nothing usable: only dead letters
                 continue
@@ -183,15 +196,19 @@ class MaterializeProcessor(StatefulProcessor):
         now = timerValues.getCurrentProcessingTimeInMs()
         self.timer.clear()  # the engine already removed the fired timer
         outputs: list[tuple[str, bytes | None, bytes | None]] = []
-        updates: list[tuple[bytes, tuple]] = []
-        removes: list[bytes] = []
+        updates: list[tuple[tuple[bytes, int], tuple]] = []
+        removes: list[tuple[bytes, int]] = []
         earliest: int | None = None
-        # read in full first: the entries are written below
+        topic = key[0]
+        # read in full first: the entries are written below. Page entries carry no timer.
         for k, v in list(self.entries.map.iterator()):
+            if k[1] != HEAD:
+                continue
             pk = bytes(k[0])
             blob, schema_hash, timer = _entry(v)
             if timer is not None and timer <= now:
-                result = self.handler.expire(pk, blob, schema_hash, now)
+                result = self.handler.expire(pk, blob, schema_hash, now,
+                                             self.entries.pages(pk), topic)
                 if result.schema_hash is not None:
                     outputs.extend(result.outputs)
                     _collect(pk, result, True, updates, removes)
@@ -208,9 +225,15 @@ class MaterializeProcessor(StatefulProcessor):
         """Nothing to release: the schema cache lives for the worker."""
 
 
-def _collect(pk: bytes, result: Result, existed: bool, updates: list[tuple[bytes, tuple]],
-             removes: list[bytes]) -> None:
+def _collect(pk: bytes, result: Result, existed: bool,
+             updates: list[tuple[tuple[bytes, int], tuple]],
+             removes: list[tuple[bytes, int]]) -> None:
     if result.state is not None:
-        updates.append((pk, (result.state, result.schema_hash, result.next_timer_ms)))
+        updates.append(((pk, HEAD), (result.state, result.schema_hash, result.next_timer_ms)))
     elif existed:
-        removes.append(pk)
+        removes.append((pk, HEAD))
+    for page, blob in result.pages.items():
+        if blob is None:
+            removes.append((pk, page))
+        else:
+            updates.append(((pk, page), (blob, None, None)))

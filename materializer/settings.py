@@ -37,6 +37,9 @@ class SparkSettings:
     # checkpoint, like shuffle_partitions
     state_buckets: int = 64
     batched_state: bool = True  # pipelined state-server calls (PySpark 4.2.0 internals)
+    # a partition of more than twice this many rows keeps them in pages of this many, so a
+    # batch reads and writes only the pages it can change; may change between runs
+    state_page_rows: int = 256
     driver_memory: str = "1g"
     # auto: resolve spark-sql-kafka from Maven Central into .casscade/lib (local runs);
     # provided: spark-submit --packages/--jars supplies it; else a comma-separated jar list

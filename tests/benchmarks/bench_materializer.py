@@ -9,13 +9,15 @@
     BENCH_SPARK lists the runs as api:cores: tws (the job as configured: key buckets,
     pipelined state calls), stock (buckets, PySpark's own per-call state API), pandas
     (applyInPandasWithState, one group per key: the API comparison).
-(c) One wide partition: the cost of a one-row batch as the partition grows.
+(c) One wide partition: the cost of a one-row batch as the partition grows, with and
+    without pages.
 State size: the checkpoint's state directory per million keys, and the state blobs' own
 bytes per key. Target (design §7): >= 20,000 row updates/s per core.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -117,41 +119,55 @@ WIDE = TABLE.__class__(**{**TABLE.__dict__, "table": "wide", "columns": (
 
 
 def test_bench_wide_partition_batch_cost() -> None:
-    """One partition of N rows, one one-row update per micro-batch: the state is one value,
-    so each batch loads and stores the whole partition."""
+    """One partition of N rows, one one-row update per micro-batch: with pages (the default,
+    `spark.state_page_rows` 256) a batch reads and writes one page; without (one state
+    value per partition, as before pages) it loads and stores the whole partition."""
     import statistics
 
     class One:
         def get(self, _h: str) -> TableSchema:
             return WIDE
 
-    handler = KeyHandler(One(), EventSettings("bench"))
-    for rows in (1_000, 10_000, 50_000):
-        pk = (1).to_bytes(4, "big", signed=True)
-        state: bytes | None = None
-        fill = []
-        for c in range(rows):
-            _k, value = _record(WIDE, 1, 0)
-            rec = rowupdate.decode(value)
-            rec["clustering"] = [c.to_bytes(4, "big", signed=True)]
-            rec["schema_hash"] = WIDE.schema_hash
-            fill.append(RawRecord(rowupdate.encode(rec), 0, c))
-        state = handler.handle("b.raw.bench.wide", pk, fill, None, None,
-                               1_800_000_000_000).state
-        times = []
-        for u in range(1, 21):
-            _k, value = _record(WIDE, 1, u)
-            rec = rowupdate.decode(value)
-            rec["clustering"] = [(u * 37 % rows).to_bytes(4, "big", signed=True)]
-            rec["schema_hash"] = WIDE.schema_hash
-            start = time.perf_counter()
-            state = handler.handle("b.raw.bench.wide", pk,
-                                   [RawRecord(rowupdate.encode(rec), 0, rows + u)], state,
-                                   None, 1_800_000_000_000).state
-            times.append(time.perf_counter() - start)
-        print(f"\nwide partition: {rows:,} rows, state {len(state or b'') / 2**20:.1f} MB; "
-              f"a one-row batch costs {statistics.median(times) * 1000:.1f} ms "
-              f"(median of 20) = {1 / statistics.median(times):,.0f} such batches/s")
+    def raw(c: int, u: int, offset: int) -> RawRecord:
+        _k, value = _record(WIDE, 1, u)
+        rec = rowupdate.decode(value)
+        rec["clustering"] = [c.to_bytes(4, "big", signed=True)]
+        rec["schema_hash"] = WIDE.schema_hash
+        return RawRecord(rowupdate.encode(rec), 0, offset)
+
+    pk = (1).to_bytes(4, "big", signed=True)
+    for label, page_rows in (("pages of 256", 256), ("no pages", 10**9)):
+        handler = KeyHandler(One(), EventSettings("bench"), page_rows=page_rows)
+        for rows in (1_000, 10_000, 50_000):
+            pages: dict[int, bytes] = {}
+            step = functools.partial(_wide_step, handler, pk, pages)
+            state, _ = step([raw(c, 0, c) for c in range(rows)], None)
+            total = len(state or b"") + sum(len(b) for b in pages.values())
+            times, written = [], []
+            for u in range(1, 21):
+                record = raw(u * 37 % rows, u, rows + u)
+                start = time.perf_counter()
+                state, nbytes = step([record], state)
+                times.append(time.perf_counter() - start)
+                written.append(nbytes)
+            median = statistics.median(times)
+            print(f"\nwide partition, {label}: {rows:,} rows, state {total / 2**20:.1f} MB; "
+                  f"a one-row batch costs {median * 1000:.2f} ms (median of 20) = "
+                  f"{1 / median:,.0f} such batches/s, writes "
+                  f"{statistics.median(written) / 1024:,.1f} KB")
+
+
+def _wide_step(handler: KeyHandler, pk: bytes, pages: dict[int, bytes],
+               records: list[RawRecord], state: bytes | None) -> tuple[bytes | None, int]:
+    """One batch of the wide partition; its page writes applied to `pages`; bytes written."""
+    res = handler.handle("b.raw.bench.wide", pk, records, state, None, 1_800_000_000_000,
+                         lambda ids: [pages.get(i) for i in ids])
+    for i, blob in res.pages.items():
+        if blob is None:
+            pages.pop(i, None)
+        else:
+            pages[i] = blob
+    return res.state, len(res.state or b"") + sum(len(b or b"") for b in res.pages.values())
 
 
 RUN = r"""

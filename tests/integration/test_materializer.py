@@ -8,7 +8,10 @@ with Cassandra's own `SELECT *`, key by key.
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
 import time
 import uuid
 from collections import defaultdict
@@ -34,7 +37,7 @@ from test_decode_random_workload import create_workload_tables, run_workload
 from materializer.avro_envelope import decode, schemas_from_topic
 from materializer.envelope import EnvelopeWriter
 from publisher.schema_source import read_system_schema
-from shared.devstack.settings import StackSettings
+from shared.devstack.settings import StackSettings, repo_root
 from shared.kafka_topics import TopicCreator, read_to_end
 from shared.schema import catalog_from_json
 
@@ -93,6 +96,27 @@ def test_events_end_at_what_cassandra_returns(stack, cql, workload) -> None:
         if value and value["op"] in ("u", "d"):
             assert value["before"] is not None  # a complete before image
     assert ops["c"] and ops["u"] and ops["d"] and ops["tombstone"] == ops["d"], dict(ops)
+
+
+def test_partitions_kept_in_pages_end_at_what_cassandra_returns(stack, cql, workload) -> None:
+    """Pages of 2 rows: the workload's partitions (up to 18 rows, static columns, range and
+    partition deletes, TTLs) page, split and fold back, through the real state store; three
+    shuffled copies of every record, as replicas would send them."""
+    prefix, work = f"g{uuid.uuid4().hex[:8]}", workload["work"]
+    _copy_raw(stack, workload["prefix"], prefix, 3, seed=7)
+    run_materializer(materializer_command(stack, prefix, work / "ckpt-pages",
+                                          "spark.state_page_rows=2"), work / "pages.log")
+    _compare(stack, cql, workload, prefix)
+    # the state really is in pages: `casscade materializer state` reads the checkpoint
+    cmd = [sys.executable, "-m", "shared.cli", "materializer", "state", "--top", "3",
+           "--set", f"spark.checkpoint={work / 'ckpt-pages'}", "--set", "log.format=text"]
+    out = subprocess.run(cmd, cwd=repo_root(), capture_output=True, text=True, timeout=300,
+                         start_new_session=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout)
+    rows = report["topics"][f"{prefix}.raw.{workload['ks']}.r"]
+    assert rows["partitions"] >= 5 and rows["pages"] >= 3, report
+    assert report["widest"][0]["pages"] >= 3  # more than 4 rows: split into pages of 2
 
 
 def _copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int) -> int:
@@ -170,10 +194,7 @@ def test_killed_job_resumes_from_its_checkpoint(stack, cql, workload) -> None:
 def test_spark_submit_script_runs_the_job(stack, cql, workload) -> None:
     """deploy/spark/submit.sh: zipped code + connector jars through spark-submit."""
     import os
-    import subprocess
-    import sys
 
-    from shared.devstack.settings import repo_root
     from shared.devstack.spark import kafka_connector_jars
 
     prefix, work = f"s{uuid.uuid4().hex[:8]}", workload["work"]
@@ -242,7 +263,6 @@ def _metric(text: str, name: str) -> float | None:
 
 
 def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path) -> None:
-    import json
     import socket
 
     prefix = f"h{uuid.uuid4().hex[:8]}"

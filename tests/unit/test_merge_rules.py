@@ -13,7 +13,7 @@ from materializer.clustering import ClusteringOrder
 from materializer.events import KeyProcessor, op_of
 from materializer.image import partition_images, purge
 from materializer.merge import Merger, merge_counter_contexts, reconcile
-from materializer.model import PartitionState
+from materializer.model import STATE_FORMAT, PartitionState
 from shared import codec
 from shared.schema import table_from_json
 
@@ -310,7 +310,7 @@ def test_state_round_trips_and_refuses_foreign_bytes() -> None:
     with pytest.raises(ValueError):
         PartitionState.loads(b"\x09" + state.dumps()[1:])
     with pytest.raises(pickle.UnpicklingError):
-        PartitionState.loads(b"\x01" + pickle.dumps(ValueError("x")))
+        PartitionState.loads(bytes([STATE_FORMAT]) + pickle.dumps(ValueError("x")))
 
 
 def test_desc_clustering_and_prefix_bounds() -> None:

@@ -1,0 +1,122 @@
+"""Wide partitions in pages: the same events and rows as one state blob, fewer rows touched."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_merge_rules import NOW, ORDER, TABLE, cell, i32, record, record_st
+
+from materializer.events import KeyProcessor
+from materializer.image import partition_images
+from materializer.merge import Merger
+from materializer.model import PartitionState, rows_from_bytes
+from materializer.pages import attach, pages_to_load, store
+
+
+def processor() -> KeyProcessor:
+    return KeyProcessor(Merger(ORDER), any(c.kind == "static" for c in TABLE.columns), 3600)
+
+
+class Paged:
+    """One partition kept the way the Spark processor keeps it: an entry plus page entries."""
+
+    def __init__(self, page_rows: int) -> None:
+        self.page_rows = page_rows
+        self.entry: bytes | None = None
+        self.pages: dict[int, bytes] = {}
+        self.loaded: list[int] = []  # page ids the last batch read
+
+    def run(self, records: list[dict[str, Any]] | None, now_s: int) -> list[tuple]:
+        """A batch of records (None: the TTL timer fired); returns the changes."""
+        state = PartitionState.loads(self.entry) if self.entry else PartitionState()
+        self.loaded = pages_to_load(state, records or [], now_s, ORDER)
+        attach(state, self.loaded, [self.pages.get(p) for p in self.loaded], "test")
+        proc = processor()
+        changes = (proc.expire(state, now_s) if records is None
+                   else proc.process(state, [(r, repr(r).encode()) for r in records], now_s))
+        self.entry, writes = store(state, ORDER, now_s, self.page_rows)
+        for pid, blob in writes.items():
+            if blob is None:
+                del self.pages[pid]
+            else:
+                self.pages[pid] = blob
+        return [(c.op, c.clustering, c.before, c.after, c.ts_us) for c in changes]
+
+    def visible(self, now_s: int) -> dict:
+        state = PartitionState.loads(self.entry) if self.entry else PartitionState()
+        for blob in self.pages.values():
+            state.rows.update(rows_from_bytes(blob))
+        assert len(state.rows) == sum(1 for _ in state.rows)  # no row held twice
+        return partition_images(state, now_s)
+
+
+batches_st = st.lists(st.one_of(st.none(), st.lists(record_st(), min_size=1, max_size=6)),
+                      min_size=1, max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(batches_st)
+def test_pages_give_the_same_events_and_rows_as_one_blob(batches: list) -> None:
+    whole, paged = Paged(page_rows=10**6), Paged(page_rows=1)
+    for i, batch in enumerate(batches):
+        now = NOW - 4 + 2 * i  # TTL'd cells of the strategy expire around NOW
+        assert paged.run(copy.deepcopy(batch), now) == whole.run(copy.deepcopy(batch), now)
+        assert paged.visible(now) == whole.visible(now)
+    assert not whole.pages  # the reference never pages
+
+
+def wide(n: int, page_rows: int) -> Paged:
+    p = Paged(page_rows)
+    p.run([record("ROW", (i32(c),), cells=[cell("a", 1, i32(c))]) for c in range(n)], NOW)
+    return p
+
+
+def test_a_row_write_reads_and_writes_one_page() -> None:
+    p = wide(100, page_rows=10)
+    assert len(p.pages) == 10
+    before = dict(p.pages)
+    changes = p.run([record("ROW", (i32(55),), cells=[cell("a", 2, i32(0))])], NOW)
+    assert [c[0] for c in changes] == ["u"]
+    assert len(p.loaded) == 1
+    assert sum(before[k] != v for k, v in p.pages.items()) == 1
+
+
+def test_a_range_tombstone_reads_only_the_pages_it_covers() -> None:
+    p = wide(100, page_rows=10)
+    rt = record("RANGE_TOMBSTONE", deletion={"marked_for_delete_at": 5,
+                                             "local_deletion_time": NOW},
+                range={"start": [i32(12)], "start_inclusive": True, "end": [i32(27)],
+                       "end_inclusive": False})
+    changes = p.run([rt], NOW)
+    assert [c[1] for c in changes] == [(i32(c),) for c in range(12, 27)]
+    assert {c[0] for c in changes} == {"d"}
+    assert len(p.loaded) == 2  # rows 10-19 and 20-29
+
+
+def test_pages_split_when_they_grow_and_fold_back_when_small() -> None:
+    p = wide(5, page_rows=2)  # 5 rows > 2 x 2: three pages
+    assert len(p.pages) == 3
+    p.run([record("ROW", (i32(c),), cells=[cell("a", 1, i32(c))]) for c in range(100, 110)],
+          NOW)  # ten more rows, all after the last page's first: it splits
+    assert max(len(rows_from_bytes(b)) for b in p.pages.values()) <= 4
+    assert len(p.visible(NOW)) == 15
+    p.run([record("PARTITION_DELETION", deletion={"marked_for_delete_at": 9,
+                                                  "local_deletion_time": NOW})], NOW)
+    assert not p.pages and p.visible(NOW) == {}
+    p.run([record("ROW", (i32(1),), cells=[cell("a", 10, i32(1))])], NOW)
+    assert not p.pages and len(p.visible(NOW)) == 1  # small again: one entry
+
+
+def test_static_only_row_stays_hidden_while_an_unread_page_has_a_live_row() -> None:
+    p = wide(6, page_rows=2)
+    p.run([record("STATIC_ROW", cells=[cell("s", 1, i32(9))])], NOW)
+    # delete row 0 (its page holds only dead rows then); rows 1-5 in unread pages live on
+    changes = p.run([record("ROW", (i32(0),), deletion={"marked_for_delete_at": 3,
+                                                          "local_deletion_time": NOW}),
+                     record("ROW", (i32(1),), deletion={"marked_for_delete_at": 3,
+                                                          "local_deletion_time": NOW})], NOW)
+    assert len(p.loaded) == 1  # rows 0 and 1 share a page; 2-5 stay unread
+    assert [(c[0], c[1]) for c in changes] == [("d", (i32(0),)), ("d", (i32(1),))]
