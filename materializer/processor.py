@@ -4,11 +4,12 @@ Why buckets (measured, README "Measured"): in PySpark 4.2.0 every group costs
 a state-server round trip to set the grouping key and one Arrow batch back to the JVM, about
 0.35 ms before any work. Grouping by (raw topic, bucket), bucket = xxhash64(Kafka key) mod
 `spark.state_buckets`, pays that once per bucket and micro-batch. Per-key semantics are
-unchanged: each partition key has its own MapState entry (state blob, schema hash, next
-expiry) under page 0, read once and written once per micro-batch, and its records are merged
-into it alone. A wide partition's rows sit in further entries, pages 1, 2, ... of the same
-key (`materializer.pages`), read and written only when the batch can change them. The reads
-and writes of a bucket go (`materializer.state_batch`) where the PySpark version allows.
+unchanged: each partition key has its own entry in the MapState "partitions" (state blob,
+schema hash, next expiry), read once and written once per micro-batch, and its records are
+merged into it alone. A wide partition's rows sit in row pages, entries of the MapState
+"pages" keyed by (partition key, page id) (`materializer.pages`), read and written only when
+the batch can change them. The reads and writes of a bucket go to the state server
+pipelined (`materializer.state_batch`) where the PySpark version allows.
 
 TTL expiry: one processing-time timer per bucket, at the earliest expiry of its entries (kept
 in the ValueState "bucket_timer"). When it fires, the entries that are due are expired and
@@ -37,10 +38,12 @@ from shared.kafka_topics import TopicCreator
 
 # The state layout (grouping key and state variables). A checkpoint written under another
 # layout is refused by Spark (STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE): start a new one.
-STATE_LAYOUT = 3  # 1: one group per key, ValueState; 2: key buckets, MapState; 3: + pages
+# Adding a state variable keeps the layout (Spark accepts it on an existing checkpoint).
+STATE_LAYOUT = 2  # 1: one group per partition key, ValueState; 2: key buckets, MapState
 OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY"
-ENTRY_KEY_SCHEMA = "pk BINARY, page LONG"  # page 0: the partition; 1, 2, ...: its row pages
-HEAD = 0
+ENTRY_KEY_SCHEMA = "pk BINARY"
+PAGE_KEY_SCHEMA = "pk BINARY, page LONG"  # a wide partition's row pages (ids from 1)
+PAGE_SCHEMA = "blob BINARY"
 ENTRY_SCHEMA = "blob BINARY, schema_hash STRING, timer_ms LONG"
 TIMER_SCHEMA = "timer_ms LONG"
 # Per Python worker (Spark reuses workers across tasks): schemas, known topics, Avro
@@ -92,27 +95,22 @@ def _entry(value: Any) -> tuple[bytes | None, str | None, int | None]:
     return (bytes(value[0]) if value[0] is not None else None), value[1], value[2]
 
 
-class _Entries:
-    """A bucket's MapState, read and written many keys at a time (pipelined if possible)."""
+class _Map:
+    """One MapState of a bucket, read and written many keys at a time (pipelined if
+    possible)."""
 
-    def __init__(self, handle: StatefulProcessorHandle, batched: bool) -> None:
-        self.map = handle.getMapState("partitions", ENTRY_KEY_SCHEMA, ENTRY_SCHEMA)
+    def __init__(self, handle: StatefulProcessorHandle, name: str, key_schema: str,
+                 value_schema: str, batched: bool) -> None:
+        self.map = handle.getMapState(name, key_schema, value_schema)
         self.pipe = (state_batch.BatchedMapState(handle, self.map)
                      if batched and state_batch.supported() else None)
 
-    def get_many(self, keys: list[tuple[bytes, int]]) -> list[Any]:
+    def get_many(self, keys: list[tuple]) -> list[Any]:
         if self.pipe is not None:
             return self.pipe.get_many(keys)
         return [self.map.getValue(k) for k in keys]
 
-    def pages(self, pk: bytes) -> Callable[[list[int]], list[bytes | None]]:
-        """Reads pages of one partition (KeyHandler's page source)."""
-        def read(ids: list[int]) -> list[bytes | None]:
-            return [_entry(v)[0] for v in self.get_many([(pk, i) for i in ids])]
-        return read
-
-    def write(self, updates: list[tuple[tuple[bytes, int], tuple]],
-              removes: list[tuple[bytes, int]]) -> None:
+    def write(self, updates: list[tuple[tuple, tuple]], removes: list[tuple]) -> None:
         if self.pipe is not None:
             if updates:
                 self.pipe.update_many(updates)
@@ -123,6 +121,34 @@ class _Entries:
             self.map.updateValue(k, v)
         for k in removes:
             self.map.removeKey(k)
+
+
+class _Writes:
+    """A bucket's state writes of one call: partition entries and row pages."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[tuple, tuple]] = []
+        self.gone: list[tuple] = []
+        self.pages: list[tuple[tuple, tuple]] = []
+        self.gone_pages: list[tuple] = []
+
+    def collect(self, pk: bytes, result: Result, existed: bool) -> None:
+        """Queue what `result` says about partition `pk`."""
+        if result.state is not None:
+            self.entries.append(((pk,), (result.state, result.schema_hash,
+                                         result.next_timer_ms)))
+        elif existed:
+            self.gone.append((pk,))
+        for page, blob in result.pages.items():
+            if blob is None:
+                self.gone_pages.append((pk, page))
+            else:
+                self.pages.append(((pk, page), (blob,)))
+
+    def apply(self, entries: _Map, pages: _Map) -> None:
+        """Write them (a micro-batch's state writes commit together, in any order)."""
+        pages.write(self.pages, self.gone_pages)
+        entries.write(self.entries, self.gone)
 
 
 class MaterializeProcessor(StatefulProcessor):
@@ -139,7 +165,9 @@ class MaterializeProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         """Declare the state (runs on the driver once, then once per task)."""
         self.handle = handle
-        self.entries = _Entries(handle, self.batched_state)
+        self.entries = _Map(handle, "partitions", ENTRY_KEY_SCHEMA, ENTRY_SCHEMA,
+                            self.batched_state)
+        self.pages = _Map(handle, "pages", PAGE_KEY_SCHEMA, PAGE_SCHEMA, self.batched_state)
         self.timer = handle.getValueState("bucket_timer", TIMER_SCHEMA)
         if self.batched_state and state_batch.supported():
             state_batch.install_schema_cache()
@@ -159,25 +187,30 @@ class MaterializeProcessor(StatefulProcessor):
         now = timerValues.getCurrentProcessingTimeInMs()
         pks = list(by_pk)
         outputs: list[tuple[str, bytes | None, bytes | None]] = []
-        updates: list[tuple[tuple[bytes, int], tuple]] = []
-        removes: list[tuple[bytes, int]] = []
+        writes = _Writes()
         earliest: int | None = None
-        heads = self.entries.get_many([(pk, HEAD) for pk in pks])
-        for pk, current in zip(pks, heads, strict=True):
+        for pk, current in zip(pks, self.entries.get_many([(pk,) for pk in pks]), strict=True):
             blob, schema_hash, _timer = _entry(current)
             result = self.handler.handle(topic, pk, by_pk[pk], blob, schema_hash, now,
-                                         self.entries.pages(pk))
+                                         self._page_reader(pk))
             outputs.extend(result.outputs)
             if result.schema_hash is None:  # nothing usable: only dead letters
                 continue
-            _collect(pk, result, current is not None, updates, removes)
+            writes.collect(pk, result, current is not None)
             if result.next_timer_ms is not None and (earliest is None
                                                      or result.next_timer_ms < earliest):
                 earliest = result.next_timer_ms
-        self.entries.write(updates, removes)
+        writes.apply(self.entries, self.pages)
         if earliest is not None:
             self._arm(earliest)
         return iter([Row(topic=t, key=k, value=v) for t, k, v in outputs])
+
+    def _page_reader(self, pk: bytes) -> Callable[[list[int]], list[bytes | None]]:
+        """Reads row pages of one partition (KeyHandler's page source)."""
+        def read(ids: list[int]) -> list[bytes | None]:
+            return [bytes(v[0]) if v is not None else None
+                    for v in self.pages.get_many([(pk, i) for i in ids])]
+        return read
 
     def _arm(self, at_ms: int) -> None:
         """Make the bucket's timer fire no later than `at_ms`."""
@@ -196,26 +229,23 @@ class MaterializeProcessor(StatefulProcessor):
         now = timerValues.getCurrentProcessingTimeInMs()
         self.timer.clear()  # the engine already removed the fired timer
         outputs: list[tuple[str, bytes | None, bytes | None]] = []
-        updates: list[tuple[tuple[bytes, int], tuple]] = []
-        removes: list[tuple[bytes, int]] = []
+        writes = _Writes()
         earliest: int | None = None
         topic = key[0]
-        # read in full first: the entries are written below. Page entries carry no timer.
+        # read in full first: the entries are written below (row pages are not scanned)
         for k, v in list(self.entries.map.iterator()):
-            if k[1] != HEAD:
-                continue
             pk = bytes(k[0])
             blob, schema_hash, timer = _entry(v)
             if timer is not None and timer <= now:
                 result = self.handler.expire(pk, blob, schema_hash, now,
-                                             self.entries.pages(pk), topic)
+                                             self._page_reader(pk), topic)
                 if result.schema_hash is not None:
                     outputs.extend(result.outputs)
-                    _collect(pk, result, True, updates, removes)
+                    writes.collect(pk, result, True)
                     timer = result.next_timer_ms
             if timer is not None and (earliest is None or timer < earliest):
                 earliest = timer
-        self.entries.write(updates, removes)
+        writes.apply(self.entries, self.pages)
         if earliest is not None:
             self.handle.registerTimer(earliest)
             self.timer.update((earliest,))
@@ -224,16 +254,3 @@ class MaterializeProcessor(StatefulProcessor):
     def close(self) -> None:
         """Nothing to release: the schema cache lives for the worker."""
 
-
-def _collect(pk: bytes, result: Result, existed: bool,
-             updates: list[tuple[tuple[bytes, int], tuple]],
-             removes: list[tuple[bytes, int]]) -> None:
-    if result.state is not None:
-        updates.append(((pk, HEAD), (result.state, result.schema_hash, result.next_timer_ms)))
-    elif existed:
-        removes.append((pk, HEAD))
-    for page, blob in result.pages.items():
-        if blob is None:
-            removes.append((pk, page))
-        else:
-            updates.append(((pk, page), (blob, None, None)))
