@@ -42,3 +42,37 @@ def test_lag_sums_every_partition_behind_its_latest_offset() -> None:
     m.observe(report(3, 5, "2026-11-22T10:00:00.000Z", 10, 25))
     assert m.lag.get() == 15
     assert m.status()["last_progress"]["batchId"] == 3
+
+
+def test_driver_health_turns_503_once_the_query_stopped() -> None:
+    """The CLI's /health wiring: a running query is healthy, a stopped one is not."""
+    import json
+    import socket
+    import urllib.error
+    import urllib.request
+    from types import SimpleNamespace
+
+    from materializer.cli import _serve
+    from materializer.settings import MaterializerConfig
+
+    def health(port: int) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+                return r.status, json.loads(r.read())["status"]
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())["status"]
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = MaterializerConfig()
+    cfg.http.port = port
+    query = SimpleNamespace(isActive=True)
+    server = _serve(cfg, [query], ProgressMetrics(Registry()))
+    try:
+        assert health(port) == (200, "ok")
+        query.isActive = False  # the query ended (failed, or was stopped)
+        assert health(port) == (503, "stalled")
+    finally:
+        server.shutdown()
+        server.server_close()
