@@ -120,3 +120,13 @@ def test_static_only_row_stays_hidden_while_an_unread_page_has_a_live_row() -> N
                                                           "local_deletion_time": NOW})], NOW)
     assert len(p.loaded) == 1  # rows 0 and 1 share a page; 2-5 stay unread
     assert [(c[0], c[1]) for c in changes] == [("d", (i32(0),)), ("d", (i32(1),))]
+
+
+def test_a_page_missing_from_the_store_is_a_loud_error() -> None:
+    import pytest
+
+    p = wide(10, page_rows=2)
+    state = PartitionState.loads(p.entry)
+    first = state.pages[0][0]
+    with pytest.raises(ValueError, match=f"p.raw.ks.t key 07: page {first} is in the "):
+        attach(state, [first], [None], "p.raw.ks.t key 07")
