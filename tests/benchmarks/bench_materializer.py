@@ -10,7 +10,7 @@
     pipelined state calls), stock (buckets, PySpark's own per-call state API), pandas
     (applyInPandasWithState, one group per key: the API comparison).
 (c) One wide partition: the cost of a one-row batch as the partition grows, with and
-    without pages.
+    without pages; (d) the same through the real job (BENCH_WIDE_ROWS rows, local[1]).
 State size: the checkpoint's state directory per million keys, and the state blobs' own
 bytes per key. Target (design §7): >= 20,000 row updates/s per core.
 """
@@ -176,7 +176,10 @@ from pathlib import Path
 from materializer import job
 from materializer.settings import MaterializerConfig
 api, cores, bootstrap, prefix, ckpt, per_batch = sys.argv[1:7]
+page_rows = int(sys.argv[7]) if len(sys.argv) > 7 else None
 cfg = MaterializerConfig()
+if page_rows is not None:
+    cfg.spark.state_page_rows = page_rows
 cfg.kafka.bootstrap_servers, cfg.kafka.topic_prefix = bootstrap, prefix
 cfg.kafka.max_offsets_per_trigger = int(per_batch)
 cfg.spark.master, cfg.spark.checkpoint = f"local[{cores}]", Path(ckpt)
@@ -222,23 +225,76 @@ def _publish(bootstrap: str, prefix: str) -> int:
     return n
 
 
+def _run_job(stack, api: str, cores: int, prefix: str, ckpt: Path, per_batch: int,
+             *extra: str) -> list[tuple[int, int]]:
+    """The job over what the raw topics hold now: (rows, ms) of each non-empty batch."""
+    here = Path(__file__).parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), os.getcwd()]))
+    out = subprocess.run([sys.executable, "-c", RUN, api, str(cores), stack.bootstrap_servers,
+                          prefix, str(ckpt), str(per_batch), *extra],
+                         env=env, capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.split("PROGRESS ", 1)[1].splitlines()[0])
+
+
+def _send_wide_row(producer: Producer, topic: str, c: int, u: int) -> None:
+    """Row `c` of WIDE's partition 1, version `u`, to the raw topic."""
+    _k, value = _record(WIDE, 1, u)
+    rec = rowupdate.decode(value)
+    rec["clustering"] = [c.to_bytes(4, "big", signed=True)]
+    rec["schema_hash"] = WIDE.schema_hash
+    producer.produce(topic, key=(1).to_bytes(4, "big", signed=True), value=rowupdate.encode(rec))
+
+
+def test_bench_spark_wide_partition(stack, tmp_path) -> None:
+    """The real job, one partition of WIDE_ROWS rows, then 20 one-row micro-batches on it:
+    the median batch time with pages (default) and without."""
+    import statistics
+
+    rows = int(os.environ.get("BENCH_WIDE_ROWS", "50000"))
+    cases = [("pages of 256", 256), ("no pages", 10**9)] if rows > 512 else [("small", 256)]
+    for label, page_rows in cases:
+        prefix = f"wide{uuid.uuid4().hex[:6]}"
+        topic = f"{prefix}.raw.bench.wide"
+        creator = TopicCreator(stack.bootstrap_servers, 1, 1)
+        creator.ensure(topic)
+        creator.ensure(f"{prefix}.schemas")
+        producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "linger.ms": 50,
+                             "queue.buffering.max.messages": 1_000_000})
+        from publisher.kafka_sink import schema_record
+
+        producer.produce(f"{prefix}.schemas", key=WIDE.schema_hash.encode(),
+                         value=schema_record(WIDE))
+        send = functools.partial(_send_wide_row, producer, topic)
+        for c in range(rows):
+            send(c, 0)
+            if c % 100_000 == 0:
+                producer.poll(0)
+        assert producer.flush(120) == 0
+        ckpt = tmp_path / f"ckpt-{prefix}"
+        fill = _run_job(stack, "tws", 1, prefix, ckpt, rows, str(page_rows))
+        assert sum(n for n, _ in fill) == rows
+        for u in range(1, 21):
+            send(u * 37 % rows, u)
+        assert producer.flush(60) == 0
+        batches = _run_job(stack, "tws", 1, prefix, ckpt, 1, str(page_rows))
+        assert [n for n, _ in batches] == [1] * 20
+        ms = statistics.median(t for _, t in batches[1:])  # the first starts the workers
+        print(f"\nSpark local[1], one {rows:,}-row partition, {label}: fill "
+              f"{fill[0][1] / 1000:.1f}s; a one-row micro-batch {ms:,.0f} ms (median of 19)")
+
+
 def _du(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
 def test_bench_spark_job(stack, tmp_path) -> None:
     rows = KEYS * UPDATES
-    here = Path(__file__).parent
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), os.getcwd()]))
     for api, cores in RUNS:
         prefix = f"bench{uuid.uuid4().hex[:6]}"
         assert _publish(stack.bootstrap_servers, prefix) == rows
         ckpt = tmp_path / f"ckpt-{prefix}"
-        out = subprocess.run([sys.executable, "-c", RUN, api, str(cores),
-                              stack.bootstrap_servers, prefix, str(ckpt), str(MAX_PER_BATCH)],
-                             env=env, capture_output=True, text=True, timeout=1800)
-        assert out.returncode == 0, out.stderr[-3000:]
-        progress = json.loads(out.stdout.split("PROGRESS ", 1)[1].splitlines()[0])
+        progress = _run_job(stack, api, cores, prefix, ckpt, MAX_PER_BATCH)
         assert sum(n for n, _ in progress) == rows
         first, steady = progress[0], progress[1:]
         steady_rows = sum(n for n, _ in steady)

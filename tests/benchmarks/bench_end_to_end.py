@@ -1,0 +1,132 @@
+"""End-to-end latency: Cassandra write → agent → raw topic → Spark job → change event.
+
+A fresh node with the agent beside it and the materializer (`casscade materializer run`,
+default local[2], trigger every `spark.trigger_interval_ms`) following the agent's topics;
+a writer inserts at a steady RATE rows/s for WARMUP_S + SECONDS s, each row carrying its
+write time; a consumer of the event topic measures write → event arrival for the rows of the
+last SECONDS s. Design §7 target: p50 <= 2 s,
+p99 <= 5 s with a 1 s commitlog sync.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+import urllib.request
+import uuid
+
+from confluent_kafka import Consumer
+from materializer_harness import kill_group, materializer_command, start_materializer
+from publisher_harness import AgentProcess, start_node, stop_node, wait_for
+
+from shared.devstack.cassandra import cql_cluster
+
+RATE = int(os.environ.get("BENCH_RATE", "2000"))
+SECONDS = int(os.environ.get("BENCH_SECONDS", "30"))
+# written at the same rate first, not measured: the job's first micro-batches are slow
+# (Python workers starting, the JVM compiling the query's code)
+WARMUP_S = int(os.environ.get("BENCH_WARMUP_S", "60"))
+TRIGGER_MS = int(os.environ.get("BENCH_TRIGGER_MS", "1000"))
+HTTP_PORT = 18112
+LAST_BREAKDOWN: list = []  # the last progress report seen: where a micro-batch's time goes
+
+
+def test_bench_end_to_end_latency(stack, tmp_path) -> None:
+    node = start_node(stack, tmp_path / "node")
+    cluster = cql_cluster(node)
+    agent = AgentProcess(node, stack, tmp_path / "agent", http_port=18111)
+    job = None
+    latencies: list[float] = []
+    batches: dict[int, tuple[int, int]] = {}  # batch id → (input rows, trigger ms)
+    try:
+        session = cluster.connect()
+        session.execute("CREATE KEYSPACE lat WITH replication = "
+                        "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        session.execute("CREATE TABLE lat.t (k int PRIMARY KEY, written bigint) "
+                        "WITH cdc = true")
+        agent.start()
+        agent.wait_serving()
+        insert = session.prepare("INSERT INTO lat.t (k, written) VALUES (?, ?)")
+        session.execute(insert, (-1, time.time_ns() // 1000))  # creates the topics
+        job = start_materializer(materializer_command(
+            stack, agent.prefix, tmp_path / "ckpt", f"spark.trigger_interval_ms={TRIGGER_MS}",
+            f"http.port={HTTP_PORT}", available_now=False), tmp_path / "job.log")
+        topic = f"{agent.prefix}.lat.t"
+        consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers,
+                             "group.id": uuid.uuid4().hex, "auto.offset.reset": "earliest",
+                             "fetch.wait.max.ms": 10})
+        # the job's first event (Spark and its Python workers started) before the clock
+        wait_for(lambda: topic in consumer.list_topics(timeout=5).topics, 240, "event topic")
+        consumer.subscribe([topic])
+        wait_for(lambda: _poll(consumer, [], 0) > 0, 120, "the first event")
+        start = time.perf_counter()
+        sent = 0
+        warmup = RATE * WARMUP_S  # rows below this key are not measured
+        while sent < warmup + RATE * SECONDS:
+            due = start + sent / RATE
+            now = time.perf_counter()
+            if due > now:
+                time.sleep(min(due - now, 0.005))
+            session.execute_async(insert, (sent, time.time_ns() // 1000))
+            sent += 1
+            _poll(consumer, latencies, warmup, 0)
+            if sent % RATE == 0:
+                _batch(batches)
+        deadline = time.monotonic() + 120
+        while len(latencies) < sent - warmup and time.monotonic() < deadline:
+            _poll(consumer, latencies, warmup, 0.2)
+            _batch(batches)
+        consumer.close()
+    finally:
+        if job is not None:
+            kill_group(job)
+        agent.stop()
+        cluster.shutdown()
+        stop_node(node)
+    assert len(latencies) >= sent - warmup, f"{len(latencies)} of {sent - warmup} arrived"
+    q = statistics.quantiles(latencies, n=100)
+    print(f"\nwrite -> change event at {RATE} writes/s for {SECONDS}s after {WARMUP_S}s, "
+          f"trigger {TRIGGER_MS} ms: "
+          f"p50 {q[49]:.2f}s, p99 {q[98]:.2f}s, max {max(latencies):.2f}s "
+          f"({len(latencies):,} events)")
+    seen = sorted(batches.items())
+    print("micro-batches seen (id: rows, ms): "
+          + ", ".join(f"{b}: {n}, {ms}" for b, (n, ms) in seen))
+    print(f"last batch seen, where its time went (ms): {LAST_BREAKDOWN}")
+
+
+def _batch(batches: dict[int, tuple[int, int]]) -> None:
+    """The job's last progress report (its /status), by batch id."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{HTTP_PORT}/status", timeout=2) as r:
+            last = json.loads(r.read())["last_progress"]
+    except (OSError, ValueError):
+        return
+    if last:
+        batches[last["batchId"]] = (last["numInputRows"],
+                                    last["durationMs"].get("triggerExecution", 0))
+        ops = last.get("stateOperators") or [{}]
+        custom = ops[0].get("customMetrics", {})
+        LAST_BREAKDOWN[:] = [last["batchId"], last["numInputRows"], last["durationMs"], {
+            "state_updates_ms": ops[0].get("allUpdatesTimeMs"),
+            "state_commit_ms": ops[0].get("commitTimeMs"),
+            **{k: v for k, v in custom.items() if k.startswith("rocksdbCommit")
+               or k == "rocksdbChangeLogWriterCommitLatencyMs"}}]
+
+
+def _poll(consumer: Consumer, latencies: list[float], first: int, timeout: float = 1.0) -> int:
+    """Read what is there; the latency of each `c` event of a row with key >= `first`.
+    Returns how many events were read."""
+    n = 0
+    msg = consumer.poll(timeout)
+    while msg is not None:
+        n += 1
+        if msg.error() is None and msg.value():
+            event = json.loads(msg.value())
+            after = event.get("after")
+            if event.get("op") == "c" and after and after["k"] >= first:
+                latencies.append((time.time_ns() // 1000 - after["written"]) / 1e6)
+        msg = consumer.poll(0)
+    return n
