@@ -78,7 +78,7 @@ class PartitionState:
         self.next_expiry: int | None = None  # s: earliest pending TTL expiry, if any
         self.last_purge = 0  # s
         self.pages: list[PageRef] = []  # empty: every row is in `rows`
-        self.next_page = 1  # the id the next new page gets (0 is the partition's own entry)
+        self.next_page = 1  # the id the next new page gets (page ids start at 1)
         self.loaded_pages: set[int] = set()  # not stored: pages whose rows are in `rows`
         self.unloaded_live = False  # not stored: a page not loaded holds a live row
 
