@@ -11,9 +11,12 @@ merged into it alone. A wide partition's rows sit in row pages, entries of the M
 the batch can change them. The reads and writes of a bucket go to the state server
 pipelined (`materializer.state_batch`) where the PySpark version allows.
 
-TTL expiry: one processing-time timer per bucket, at the earliest expiry of its entries (kept
-in the ValueState "bucket_timer"). When it fires, the entries that are due are expired and
-the timer is set again at the next earliest one.
+TTL expiry: the MapState "expiries" maps a time (ms) to the partition keys of the bucket
+whose next expiry is then, and one processing-time timer is registered per such time. When
+it fires, only those keys are read; a key whose expiry moved since is skipped (its own entry
+is authoritative, and it is indexed at its new time too). Checkpoints from before the index
+have one timer per bucket (ValueState "bucket_timer"); when such a timer fires, the bucket's
+entries are scanned once, as then, and indexed.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY"
 ENTRY_KEY_SCHEMA = "pk BINARY"
 PAGE_KEY_SCHEMA = "pk BINARY, page LONG"  # a wide partition's row pages (ids from 1)
 PAGE_SCHEMA = "blob BINARY"
+EXPIRY_KEY_SCHEMA = "at_ms LONG"
+EXPIRY_SCHEMA = "pks BINARY"  # the partition keys due then, each 4-byte length + bytes
 ENTRY_SCHEMA = "blob BINARY, schema_hash STRING, timer_ms LONG"
 TIMER_SCHEMA = "timer_ms LONG"
 # Per Python worker (Spark reuses workers across tasks): schemas, known topics, Avro
@@ -151,6 +156,53 @@ class _Writes:
         entries.write(self.entries, self.gone)
 
 
+class _Expiries:
+    """Which partition keys of a bucket are due at which time (MapState "expiries"), with a
+    processing-time timer registered for each such time."""
+
+    def __init__(self, handle: StatefulProcessorHandle, batched: bool) -> None:
+        self.handle = handle
+        self.map = _Map(handle, "expiries", EXPIRY_KEY_SCHEMA, EXPIRY_SCHEMA, batched)
+
+    def add(self, due: dict[int, list[bytes]]) -> None:
+        """Index keys at their times (ms); a time new to the bucket gets its timer."""
+        if not due:
+            return
+        times = sorted(due)
+        updates: list[tuple[tuple, tuple]] = []
+        for at, current in zip(times, self.map.get_many([(t,) for t in times]), strict=True):
+            pks = due[at]
+            if current is None:
+                self.handle.registerTimer(at)
+            else:
+                pks = unpack_keys(bytes(current[0])) + pks
+            updates.append(((at,), (pack_keys(pks),)))
+        self.map.write(updates, [])
+
+    def take(self, at_ms: int) -> list[bytes] | None:
+        """The keys indexed at `at_ms`, once each (the entry is removed); None: no entry."""
+        current = self.map.get_many([(at_ms,)])[0]
+        if current is None:
+            return None
+        self.map.write([], [(at_ms,)])
+        return list(dict.fromkeys(unpack_keys(bytes(current[0]))))
+
+
+def pack_keys(pks: list[bytes]) -> bytes:
+    """Partition keys as one value: each a 4-byte big-endian length, then its bytes."""
+    return b"".join(len(pk).to_bytes(4, "big") + pk for pk in pks)
+
+
+def unpack_keys(data: bytes) -> list[bytes]:
+    """Inverse of pack_keys."""
+    out, pos = [], 0
+    while pos < len(data):
+        n = int.from_bytes(data[pos:pos + 4], "big")
+        out.append(data[pos + 4:pos + 4 + n])
+        pos += 4 + n
+    return out
+
+
 class MaterializeProcessor(StatefulProcessor):
     """Merges the raw records of every partition key of one bucket into its own state."""
 
@@ -168,6 +220,8 @@ class MaterializeProcessor(StatefulProcessor):
         self.entries = _Map(handle, "partitions", ENTRY_KEY_SCHEMA, ENTRY_SCHEMA,
                             self.batched_state)
         self.pages = _Map(handle, "pages", PAGE_KEY_SCHEMA, PAGE_SCHEMA, self.batched_state)
+        self.expiries = _Expiries(handle, self.batched_state)
+        # only read when an old checkpoint's single bucket timer fires
         self.timer = handle.getValueState("bucket_timer", TIMER_SCHEMA)
         if self.batched_state and state_batch.supported():
             state_batch.install_schema_cache()
@@ -188,21 +242,20 @@ class MaterializeProcessor(StatefulProcessor):
         pks = list(by_pk)
         outputs: list[tuple[str, bytes | None, bytes | None]] = []
         writes = _Writes()
-        earliest: int | None = None
+        due: dict[int, list[bytes]] = {}
         for pk, current in zip(pks, self.entries.get_many([(pk,) for pk in pks]), strict=True):
-            blob, schema_hash, _timer = _entry(current)
+            blob, schema_hash, timer = _entry(current)
             result = self.handler.handle(topic, pk, by_pk[pk], blob, schema_hash, now,
                                          self._page_reader(pk))
             outputs.extend(result.outputs)
             if result.schema_hash is None:  # nothing usable: only dead letters
                 continue
             writes.collect(pk, result, current is not None)
-            if result.next_timer_ms is not None and (earliest is None
-                                                     or result.next_timer_ms < earliest):
-                earliest = result.next_timer_ms
+            at = result.next_timer_ms
+            if at is not None and at != timer:  # an unchanged time is indexed already
+                due.setdefault(at, []).append(pk)
         writes.apply(self.entries, self.pages)
-        if earliest is not None:
-            self._arm(earliest)
+        self.expiries.add(due)
         return iter([Row(topic=t, key=k, value=v) for t, k, v in outputs])
 
     def _page_reader(self, pk: bytes) -> Callable[[list[int]], list[bytes | None]]:
@@ -212,43 +265,38 @@ class MaterializeProcessor(StatefulProcessor):
                     for v in self.pages.get_many([(pk, i) for i in ids])]
         return read
 
-    def _arm(self, at_ms: int) -> None:
-        """Make the bucket's timer fire no later than `at_ms`."""
-        current = self.timer.get()
-        armed = current[0] if current is not None else None
-        if armed is not None and armed <= at_ms:
-            return
-        if armed is not None:
-            self.handle.deleteTimer(armed)
-        self.handle.registerTimer(at_ms)
-        self.timer.update((at_ms,))
-
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
-        """The bucket's earliest TTL expiry is due: expire every entry that is due."""
+        """A time some keys of the bucket expire at came: expire the keys that are due."""
         now = timerValues.getCurrentProcessingTimeInMs()
-        self.timer.clear()  # the engine already removed the fired timer
+        topic = key[0]
+        pks = self.expiries.take(expiredTimerInfo.getExpiryTimeInMs())
+        if pks is None:  # an old checkpoint's bucket timer: scan the bucket once, and index
+            self.timer.clear()
+            items = [(bytes(k[0]), v) for k, v in self.entries.map.iterator()]
+        else:
+            items = list(zip(pks, self.entries.get_many([(pk,) for pk in pks]), strict=True))
         outputs: list[tuple[str, bytes | None, bytes | None]] = []
         writes = _Writes()
-        earliest: int | None = None
-        topic = key[0]
-        # read in full first: the entries are written below (row pages are not scanned)
-        for k, v in list(self.entries.map.iterator()):
-            pk = bytes(k[0])
+        due: dict[int, list[bytes]] = {}
+        for pk, v in items:
             blob, schema_hash, timer = _entry(v)
-            if timer is not None and timer <= now:
+            if timer is None:
+                continue  # gone, or nothing left to expire
+            if timer <= now:
                 result = self.handler.expire(pk, blob, schema_hash, now,
                                              self._page_reader(pk), topic)
-                if result.schema_hash is not None:
-                    outputs.extend(result.outputs)
-                    writes.collect(pk, result, True)
-                    timer = result.next_timer_ms
-            if timer is not None and (earliest is None or timer < earliest):
-                earliest = timer
+                if result.schema_hash is None:
+                    continue
+                outputs.extend(result.outputs)
+                writes.collect(pk, result, True)
+                timer = result.next_timer_ms
+            elif pks is not None:
+                continue  # its expiry moved later: indexed at that time already
+            if timer is not None and timer > now:
+                due.setdefault(timer, []).append(pk)
         writes.apply(self.entries, self.pages)
-        if earliest is not None:
-            self.handle.registerTimer(earliest)
-            self.timer.update((earliest,))
+        self.expiries.add(due)
         return iter([Row(topic=t, key=k, value=v) for t, k, v in outputs])
 
     def close(self) -> None:

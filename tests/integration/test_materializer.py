@@ -297,7 +297,8 @@ def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path)
 
 
 def test_ttl_expiry_is_an_event_even_without_writes(stack, cql, tmp_path) -> None:
-    """A processing-time timer reports the expiry of a key nobody writes to again."""
+    """Processing-time timers report the expiry of keys nobody writes to again, also when a
+    key's expiry moved later after it was indexed."""
     ks = f"ttl_{uuid.uuid4().hex[:8]}"
     cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
                 "{'class': 'SimpleStrategy', 'replication_factor': 1}")
@@ -321,14 +322,25 @@ def test_ttl_expiry_is_an_event_even_without_writes(stack, cql, tmp_path) -> Non
         before = cdc_offsets(stack.cdc_raw_dir)
         # long enough to be seen alive first, even on a slow machine
         cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (1, 'expires') USING TTL 20")
+        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (3, 'extended') USING TTL 20")
         written = time.monotonic()
         publish_new_cdc(stack, cql, before, prefix, tmp_path / "second")
-        wait_until(lambda: (1, "c") in ops(), 60, "the TTL'd row's creation")
+        wait_until(lambda: {(1, "c"), (3, "c")} <= set(ops()), 60, "the TTL'd rows' creation")
+        # key 3's expiry moves later: the time it was indexed at must pass without a `d`
+        before = cdc_offsets(stack.cdc_raw_dir)
+        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (3, 'later') USING TTL 40")
+        rewritten = time.monotonic()
+        publish_new_cdc(stack, cql, before, prefix, tmp_path / "third")
+        wait_until(lambda: (3, "u") in ops(), 60, "the rewrite")
+        assert time.monotonic() - written < 19, "too slow to test a moved expiry"
         wait_until(lambda: (1, "d") in ops(), 90, "the expiry event")
         assert time.monotonic() - written >= 19  # not before the TTL ran out
-        assert sorted(ops()) == [(1, "c"), (1, "d"), (2, "c")]
+        assert (3, "d") not in ops()
+        wait_until(lambda: (3, "d") in ops(), 90, "the moved expiry's event")
+        assert time.monotonic() - rewritten >= 39
+        assert sorted(ops()) == [(1, "c"), (1, "d"), (2, "c"), (3, "c"), (3, "d"), (3, "u")]
         expiry = next(v for *_, v in read_events(stack.bootstrap_servers, topic) if v and
-                  v["op"] == "d")
+                  v["op"] == "d" and v["before"]["k"] == 1)
         assert expiry["before"] == {"k": 1, "v": "expires"} and expiry["after"] is None
         assert expiry["source"]["kafka_offset"] is None  # no record caused it: the timer did
     finally:
