@@ -322,22 +322,24 @@ def test_ttl_expiry_is_an_event_even_without_writes(stack, cql, tmp_path) -> Non
         before = cdc_offsets(stack.cdc_raw_dir)
         # long enough to be seen alive first, even on a slow machine
         cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (1, 'expires') USING TTL 20")
-        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (3, 'extended') USING TTL 20")
+        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (3, 'extended') USING TTL 45")
         written = time.monotonic()
         publish_new_cdc(stack, cql, before, prefix, tmp_path / "second")
         wait_until(lambda: {(1, "c"), (3, "c")} <= set(ops()), 60, "the TTL'd rows' creation")
-        # key 3's expiry moves later: the time it was indexed at must pass without a `d`
+        # key 3's expiry moves later (a rewrite with TTL 60): the time it was first indexed
+        # at (45 s) passes without a `d`, and the `d` comes at the new time
         before = cdc_offsets(stack.cdc_raw_dir)
-        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (3, 'later') USING TTL 40")
+        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (3, 'later') USING TTL 60")
         rewritten = time.monotonic()
         publish_new_cdc(stack, cql, before, prefix, tmp_path / "third")
         wait_until(lambda: (3, "u") in ops(), 60, "the rewrite")
-        assert time.monotonic() - written < 19, "too slow to test a moved expiry"
+        assert time.monotonic() - written < 44, "the rewrite came after the first expiry"
         wait_until(lambda: (1, "d") in ops(), 90, "the expiry event")
         assert time.monotonic() - written >= 19  # not before the TTL ran out
+        time.sleep(max(0.0, written + 50 - time.monotonic()))  # past key 3's first time
         assert (3, "d") not in ops()
         wait_until(lambda: (3, "d") in ops(), 90, "the moved expiry's event")
-        assert time.monotonic() - rewritten >= 39
+        assert time.monotonic() - rewritten >= 59
         assert sorted(ops()) == [(1, "c"), (1, "d"), (2, "c"), (3, "c"), (3, "d"), (3, "u")]
         expiry = next(v for *_, v in read_events(stack.bootstrap_servers, topic) if v and
                   v["op"] == "d" and v["before"]["k"] == 1)
