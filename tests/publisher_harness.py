@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,29 @@ class AgentProcess:
     def alive(self) -> bool:
         """True while the agent process runs."""
         return self.proc is not None and self.proc.poll() is None
+
+
+def start_latency_table(session: Any, agent: Any) -> Any:
+    """lat.t (k int, written bigint) with CDC, the agent started beside it, and row -1
+    written (it creates the topics); returns the prepared INSERT of (k, written µs)."""
+    session.execute("CREATE KEYSPACE lat WITH replication = "
+                    "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    session.execute("CREATE TABLE lat.t (k int PRIMARY KEY, written bigint) WITH cdc = true")
+    agent.start()
+    agent.wait_serving()
+    insert = session.prepare("INSERT INTO lat.t (k, written) VALUES (?, ?)")
+    session.execute(insert, (-1, time.time_ns() // 1000))
+    return insert
+
+
+def paced(rate: int, count: int) -> Iterator[int]:
+    """0 .. count-1, each yielded no earlier than its slot at `rate` per second."""
+    start = time.perf_counter()
+    for i in range(count):
+        due = start + i / rate
+        while (now := time.perf_counter()) < due:
+            time.sleep(min(due - now, 0.005))
+        yield i
 
 
 def read_topic(bootstrap: str, topic: str, expect_at_least: int,

@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """GET http://127.0.0.1:port/path: (status, body), the error status too; (0, "") when
+    nothing listens."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
 
 
 def wait_until(probe: Callable[[], T | None], timeout_s: float, what: str,

@@ -14,12 +14,19 @@ import json
 import os
 import statistics
 import time
-import urllib.request
 import uuid
 
 from confluent_kafka import Consumer
 from materializer_harness import kill_group, materializer_command, start_materializer
-from publisher_harness import AgentProcess, start_node, stop_node, wait_for
+from publisher_harness import (
+    AgentProcess,
+    paced,
+    start_latency_table,
+    start_node,
+    stop_node,
+    wait_for,
+)
+from support import http_get
 
 from shared.devstack.cassandra import cql_cluster
 
@@ -42,14 +49,7 @@ def test_bench_end_to_end_latency(stack, tmp_path) -> None:
     batches: dict[int, tuple[int, int]] = {}  # batch id → (input rows, trigger ms)
     try:
         session = cluster.connect()
-        session.execute("CREATE KEYSPACE lat WITH replication = "
-                        "{'class': 'SimpleStrategy', 'replication_factor': 1}")
-        session.execute("CREATE TABLE lat.t (k int PRIMARY KEY, written bigint) "
-                        "WITH cdc = true")
-        agent.start()
-        agent.wait_serving()
-        insert = session.prepare("INSERT INTO lat.t (k, written) VALUES (?, ?)")
-        session.execute(insert, (-1, time.time_ns() // 1000))  # creates the topics
+        insert = start_latency_table(session, agent)
         job = start_materializer(materializer_command(
             stack, agent.prefix, tmp_path / "ckpt", f"spark.trigger_interval_ms={TRIGGER_MS}",
             f"http.port={HTTP_PORT}", available_now=False), tmp_path / "job.log")
@@ -61,15 +61,10 @@ def test_bench_end_to_end_latency(stack, tmp_path) -> None:
         wait_for(lambda: topic in consumer.list_topics(timeout=5).topics, 240, "event topic")
         consumer.subscribe([topic])
         wait_for(lambda: _poll(consumer, [], 0) > 0, 120, "the first event")
-        start = time.perf_counter()
         sent = 0
         warmup = RATE * WARMUP_S  # rows below this key are not measured
-        while sent < warmup + RATE * SECONDS:
-            due = start + sent / RATE
-            now = time.perf_counter()
-            if due > now:
-                time.sleep(min(due - now, 0.005))
-            session.execute_async(insert, (sent, time.time_ns() // 1000))
+        for k in paced(RATE, warmup + RATE * SECONDS):
+            session.execute_async(insert, (k, time.time_ns() // 1000))
             sent += 1
             _poll(consumer, latencies, warmup, 0)
             if sent % RATE == 0:
@@ -99,11 +94,10 @@ def test_bench_end_to_end_latency(stack, tmp_path) -> None:
 
 def _batch(batches: dict[int, tuple[int, int]]) -> None:
     """The job's last progress report (its /status), by batch id."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{HTTP_PORT}/status", timeout=2) as r:
-            last = json.loads(r.read())["last_progress"]
-    except (OSError, ValueError):
-        return
+    code, body = http_get(HTTP_PORT, "/status")
+    if code != 200:
+        return  # not serving yet
+    last = json.loads(body)["last_progress"]
     if last:
         batches[last["batchId"]] = (last["numInputRows"],
                                     last["durationMs"].get("triggerExecution", 0))

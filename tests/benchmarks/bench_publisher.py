@@ -18,7 +18,14 @@ import uuid
 
 from cassandra.concurrent import execute_concurrent_with_args
 from confluent_kafka import Consumer
-from publisher_harness import AgentProcess, start_node, stop_node, wait_for
+from publisher_harness import (
+    AgentProcess,
+    paced,
+    start_latency_table,
+    start_node,
+    stop_node,
+    wait_for,
+)
 from reference import cdc_offsets, copy_synced_segments
 from support import wait_for_quiet_node
 
@@ -87,15 +94,8 @@ def test_bench_publisher_latency(stack, tmp_path) -> None:
     agent = AgentProcess(node, stack, tmp_path / "agent", http_port=18110)
     try:
         session = cluster.connect()
-        session.execute("CREATE KEYSPACE lat WITH replication = "
-                        "{'class': 'SimpleStrategy', 'replication_factor': 1}")
-        session.execute("CREATE TABLE lat.t (k int PRIMARY KEY, written bigint) "
-                        "WITH cdc = true")
-        agent.start()
-        agent.wait_serving()
-        insert = session.prepare("INSERT INTO lat.t (k, written) VALUES (?, ?)")
+        insert = start_latency_table(session, agent)
         topic = raw_topic(agent.prefix, "lat", "t")
-        session.execute(insert, (-1, time.time_ns() // 1000))  # creates the topic
         consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers,
                              "group.id": uuid.uuid4().hex, "auto.offset.reset": "earliest",
                              "fetch.wait.max.ms": 10})
@@ -103,14 +103,9 @@ def test_bench_publisher_latency(stack, tmp_path) -> None:
         consumer.subscribe([topic])
         rate, seconds = 2000, 20
         latencies: list[float] = []
-        start = time.perf_counter()
         sent = 0
-        while sent < rate * seconds:
-            due = start + sent / rate
-            now = time.perf_counter()
-            if due > now:
-                time.sleep(min(due - now, 0.005))
-            session.execute_async(insert, (sent, time.time_ns() // 1000))
+        for k in paced(rate, rate * seconds):
+            session.execute_async(insert, (k, time.time_ns() // 1000))
             sent += 1
             msg = consumer.poll(0)
             while msg is not None:

@@ -31,7 +31,7 @@ from materializer_harness import (
     start_materializer,
 )
 from reference import cdc_offsets
-from support import wait_until
+from support import http_get, wait_until
 from test_decode_random_workload import create_workload_tables, run_workload
 
 from materializer.avro_envelope import decode, schemas_from_topic
@@ -242,19 +242,6 @@ def test_avro_events_decode_to_what_cassandra_returns(stack, cql, workload) -> N
                            f"{got.get(differ[0])} != {want.get(differ[0])}"
 
 
-def _scrape(port: int, path: str) -> tuple[int, str]:
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""  # not listening yet
-
-
 def _metric(text: str, name: str) -> float | None:
     for line in text.splitlines():
         if line.startswith(name + " "):
@@ -275,7 +262,7 @@ def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path)
     proc = start_materializer(cmd, tmp_path / "job.log")
     try:
         def caught_up() -> str | None:
-            text = _scrape(port, "/metrics")[1]
+            text = http_get(port, "/metrics")[1]
             done = _metric(text, "casscade_materializer_input_rows_total")
             return text if done is not None and done >= raw else None
 
@@ -284,16 +271,16 @@ def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path)
         assert _metric(text, "casscade_materializer_batches_total") >= raw / 1000
         assert _metric(text, "casscade_materializer_state_keys") >= 5  # partitions kept
         assert _metric(text, "casscade_materializer_output_rows_total") > 0
-        wait_until(lambda: _metric(_scrape(port, "/metrics")[1],
+        wait_until(lambda: _metric(http_get(port, "/metrics")[1],
                                    "casscade_materializer_kafka_offsets_behind_latest") == 0,
                    60, "lag 0 once every raw record is read")
-        code, body = _scrape(port, "/health")
+        code, body = http_get(port, "/health")
         assert code == 200 and json.loads(body)["status"] == "ok"
-        status = json.loads(_scrape(port, "/status")[1])
+        status = json.loads(http_get(port, "/status")[1])
         assert status["last_progress"]["name"] == "casscade_materializer"
     finally:
         kill_group(proc)
-    assert _scrape(port, "/health")[0] == 0  # the server went with the job
+    assert http_get(port, "/health")[0] == 0  # the server went with the job
 
 
 def test_ttl_expiry_is_an_event_even_without_writes(stack, cql, tmp_path) -> None:

@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
+
+from support import http_get
 
 from shared.http_server import serve
 from shared.metrics import Registry
-
-
-def _get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
 
 
 def test_health_turns_503_when_the_loop_stalls() -> None:
@@ -26,13 +18,13 @@ def test_health_turns_503_when_the_loop_stalls() -> None:
     server = serve("127.0.0.1", 0, registry, lambda: {"state": "x"}, lambda: last[0], 30.0)
     port = server.server_address[1]
     try:
-        code, body = _get(port, "/health")
+        code, body = http_get(port, "/health")
         assert code == 200 and json.loads(body)["status"] == "ok"
         last[0] = time.monotonic() - 31  # no progress for longer than the stale window
-        code, body = _get(port, "/health")
+        code, body = http_get(port, "/health")
         assert code == 503 and json.loads(body)["status"] == "stalled"
-        assert "casscade_test_total 3" in _get(port, "/metrics")[1]
-        assert json.loads(_get(port, "/status")[1]) == {"state": "x"}
+        assert "casscade_test_total 3" in http_get(port, "/metrics")[1]
+        assert json.loads(http_get(port, "/status")[1]) == {"state": "x"}
     finally:
         server.shutdown()
         server.server_close()

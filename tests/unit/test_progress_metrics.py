@@ -48,19 +48,16 @@ def test_driver_health_turns_503_once_the_query_stopped() -> None:
     """The CLI's /health wiring: a running query is healthy, a stopped one is not."""
     import json
     import socket
-    import urllib.error
-    import urllib.request
     from types import SimpleNamespace
+
+    from support import http_get
 
     from materializer.cli import _serve
     from materializer.settings import MaterializerConfig
 
     def health(port: int) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
-                return r.status, json.loads(r.read())["status"]
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read())["status"]
+        code, body = http_get(port, "/health")
+        return code, json.loads(body)["status"]
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
