@@ -1,4 +1,7 @@
-"""One Cassandra 5.0 node with CDC on loopback, run from Maven Central jars; and nodetool."""
+"""A Cassandra 5.0 node with CDC on loopback (127.0.0.n), run from Maven Central jars; nodetool.
+
+Every function takes the settings of one node (`StackSettings.node(n)`); node 1 is the seed.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from shared.cql import make_cluster
 from shared.devstack import artifacts
 from shared.devstack.process import StackError, pid_alive, read_pid, spawn, stop, tail
+from shared.devstack.process import kill as kill_pid
 from shared.devstack.settings import HOST, StackSettings, repo_root
 
 if TYPE_CHECKING:
@@ -90,6 +94,7 @@ def render_yaml(s: StackSettings) -> str:
                         .read_text())
     return template.substitute(
         cluster_name=s.cluster_name, storage_port=s.storage_port, cql_port=s.cql_port,
+        address=s.host, seed=s.seed, auto_bootstrap=str(s.node_index == 1).lower(),
         node_dir=s.cassandra_dir, cdc_total_space=s.cdc_total_space,
         commitlog_sync_period=s.commitlog_sync_period,
         commitlog_segment_size=s.commitlog_segment_size,
@@ -130,14 +135,14 @@ def server_command(s: StackSettings, java: Path) -> list[str]:
         f"-Dcassandra.storagedir={s.cassandra_dir}",
         f"-Dcassandra.logdir={s.cassandra_dir / 'logs'}",
         f"-Dlogback.configurationFile={conf / 'logback.xml'}",
-        f"-Dcassandra.jmx.local.port={s.jmx_port}",
+        f"-Dcassandra.jmx.local.port={s.node_jmx_port}",
         "-Dcassandra.skip_wait_for_gossip_to_settle=0",
         "-cp", f"{conf}:{_lib(s)}/*", "org.apache.cassandra.service.CassandraDaemon",
     ]
 
 
 def nodetool_command(s: StackSettings, java: Path, *args: str) -> list[str]:
-    """The java command line of `nodetool -h 127.0.0.1 -p <jmx> ARGS` on the node's jars."""
+    """The java command line of `nodetool -h 127.0.0.1 -p <node's jmx> ARGS`."""
     conf = s.cassandra_dir / "conf"
     return [
         str(java), "-ea", "-Xmx128m", "-XX:ParallelGCThreads=1", "-XX:+UseSerialGC",
@@ -146,7 +151,7 @@ def nodetool_command(s: StackSettings, java: Path, *args: str) -> list[str]:
         f"-Dcassandra.storagedir={s.cassandra_dir}",
         f"-Dlogback.configurationFile={conf / 'logback-tools.xml'}",
         "-cp", f"{conf}:{_lib(s)}/*", "org.apache.cassandra.tools.NodeTool",
-        "-h", HOST, "-p", str(s.jmx_port), *args,
+        "-h", HOST, "-p", str(s.node_jmx_port), *args,
     ]
 
 
@@ -181,19 +186,20 @@ def wait_ready(s: StackSettings, pid: int, timeout_s: float = 180.0) -> str:
         except Exception as exc:  # noqa: BLE001 — not ready yet; keep polling
             last_error = str(exc)
         time.sleep(1.0)
-    raise StackError(f"Cassandra did not answer CQL on {HOST}:{s.cql_port} within "
+    raise StackError(f"Cassandra did not answer CQL on {s.host}:{s.cql_port} within "
                      f"{timeout_s:.0f}s ({last_error}); last lines of {log_file(s)}:\n"
                      + tail(log_file(s)))
 
 
 def cql_cluster(s: StackSettings, **options: Any) -> Cluster:
-    """A cassandra-driver Cluster for the local node."""
-    return make_cluster([HOST], s.cql_port, **options)
+    """A cassandra-driver Cluster with this node as contact point (it finds the others)."""
+    return make_cluster([s.host], s.cql_port, **options)
 
 
 def release_version(s: StackSettings) -> str:
     """Ask the node for its release version over CQL (raises if it does not answer)."""
-    cluster = cql_cluster(s, connect_timeout=2, control_connection_timeout=2)
+    # pinned: in a ring, the answer must come from this node, not whichever is up
+    cluster = cql_cluster(s, connect_timeout=2, control_connection_timeout=2, pinned=True)
     try:
         session = cluster.connect()
         row = session.execute("SELECT release_version FROM system.local", timeout=5).one()
@@ -211,6 +217,21 @@ def nodetool(s: StackSettings, *args: str, timeout_s: float = 120.0) -> str:
         raise StackError(f"nodetool {' '.join(args)} failed ({done.returncode}):\n"
                          + (done.stdout + done.stderr)[-2000:])
     return done.stdout
+
+
+def ring_states(s: StackSettings) -> dict[str, str]:
+    """Address → two-letter state (UN, DN, UJ, ...) of every node `nodetool status` lists."""
+    states = {}
+    for line in nodetool(s, "status", timeout_s=60).splitlines():
+        parts = line.split()
+        if len(parts) > 2 and len(parts[0]) == 2 and parts[0][0] in "UD":
+            states[parts[1]] = parts[0]
+    return states
+
+
+def kill(s: StackSettings) -> bool:
+    """SIGKILL the node (a crash: no drain, no flush); True when it was running."""
+    return kill_pid(pid_file(s))
 
 
 def shutdown(s: StackSettings, drain: bool = True) -> bool:

@@ -83,6 +83,22 @@ def stop(pid_file: Path, timeout_s: float = 30.0) -> bool:
     return True
 
 
+def kill(pid_file: Path, timeout_s: float = 10.0) -> bool:
+    """SIGKILL the process group recorded in `pid_file` at once (a crash, for tests and
+    operators) and wait until it is gone; True when a live process was killed."""
+    pid = read_pid(pid_file)
+    if pid is None:
+        pid_file.unlink(missing_ok=True)
+        return False
+    _signal_group(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    while pid_alive(pid) and time.monotonic() < deadline:
+        _reap(pid)
+        time.sleep(0.1)
+    pid_file.unlink(missing_ok=True)
+    return True
+
+
 def _signal_group(pid: int, sig: signal.Signals) -> None:
     # Each JVM runs in its own session, so its pgid equals its pid; signal the whole group
     # so helper children (if any) go too.

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 HOST = "127.0.0.1"
+MAX_NODES = 9  # 127.0.0.1 .. 127.0.0.9; JMX ports jmx_port .. jmx_port + 8
 
 
 def repo_root() -> Path:
@@ -42,6 +43,11 @@ class StackSettings:
     # DeflateCompressor, ZstdCompressor.
     commitlog_compression: str | None = None
     cluster_name: str = "casscade-local"
+    # Nodes of the ring: node n listens on 127.0.0.n with the same CQL and storage ports,
+    # JMX on jmx_port + n - 1; node 1 is the seed. `node_index` is which node these
+    # settings describe (see node()).
+    nodes: int = 1
+    node_index: int = 1
     # Jars are shared by every stack of one checkout (the fixture generator runs its own).
     lib_root: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
@@ -59,6 +65,7 @@ class StackSettings:
             "cql_port": "CASSCADE_CQL_PORT",
             "storage_port": "CASSCADE_STORAGE_PORT",
             "jmx_port": "CASSCADE_JMX_PORT",
+            "nodes": "CASSCADE_NODES",
         }
         changes: dict[str, object] = {
             attr: int(env[var]) for attr, var in ints.items() if env.get(var)
@@ -70,6 +77,32 @@ class StackSettings:
         }
         changes.update({attr: env[var] for attr, var in strs.items() if env.get(var)})
         return replace(s, **changes)  # type: ignore[arg-type]
+
+    # ---- nodes --------------------------------------------------------------------------
+    def node(self, n: int) -> StackSettings:
+        """The settings of node `n` (1-based) of this ring."""
+        if not 1 <= n <= MAX_NODES:
+            raise ValueError(f"node {n}: nodes are numbered 1 to {MAX_NODES}")
+        return replace(self, node_index=n)
+
+    def all_nodes(self) -> list[StackSettings]:
+        """Settings of every node of the ring, node 1 first."""
+        return [self.node(n) for n in range(1, self.nodes + 1)]
+
+    @property
+    def host(self) -> str:
+        """The loopback address this node binds (127.0.0.n)."""
+        return f"127.0.0.{self.node_index}"
+
+    @property
+    def seed(self) -> str:
+        """The ring's seed: node 1's storage endpoint."""
+        return f"{HOST}:{self.storage_port}"
+
+    @property
+    def node_jmx_port(self) -> int:
+        """This node's JMX port (JMX binds loopback 127.0.0.1 whatever the node's address)."""
+        return self.jmx_port + self.node_index - 1
 
     # ---- layout -------------------------------------------------------------------------
     @property
@@ -84,8 +117,10 @@ class StackSettings:
 
     @property
     def cassandra_dir(self) -> Path:
-        """The node's config, data, commitlog, cdc_raw, hints, logs and pid file."""
-        return self.state_dir / "cassandra"
+        """The node's config, data, commitlog, cdc_raw, hints, logs and pid file
+        (node 1: cassandra/, node n: cassandra-n/)."""
+        name = "cassandra" if self.node_index == 1 else f"cassandra-{self.node_index}"
+        return self.state_dir / name
 
     @property
     def cdc_raw_dir(self) -> Path:
