@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import time
 from pathlib import Path
@@ -11,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from materializer.progress import ProgressMetrics
+from materializer.restarts import RestartPolicy, permanent_reason, short_reason
 from shared.cli_config import config_option, load_config, set_option
 from shared.metrics import Registry
 
 if TYPE_CHECKING:
     from materializer.settings import MaterializerConfig
 
+log = logging.getLogger("casscade.materializer")
 _CONFIG = config_option("deploy/materializer.yaml")
 _SET = set_option
 
@@ -47,6 +50,9 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     Runs in Spark local mode by default (spark.master local[2]); `deploy/spark/submit.sh`
     runs the same job on a cluster. Progress and state live in spark.checkpoint: a restart
     continues from there. SIGTERM/SIGINT stop the query after the current micro-batch.
+    A query that fails on something transient (a broker restart, a lost executor) is
+    started again from its checkpoint (spark.max_restarts, spark.restart_backoff_s);
+    a permanent failure (data lost, a checkpoint that does not fit) ends the run.
     """
     from materializer import job
     from shared.config import to_dict
@@ -62,31 +68,63 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     http = _serve(cfg, running, progress)  # first: a taken port fails before Spark starts
     spark = job.session(cfg, available_now=available_now)
     spark.sparkContext.setLogLevel("WARN")
-    query = job.start(spark, cfg, available_now=available_now)
-    running.append(query)
+    stopping: list[bool] = []
 
     def stop(_signum: int, _frame: Any) -> None:
-        query.stop()
+        stopping.append(True)
+        if running:
+            running[-1].stop()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    policy = RestartPolicy(cfg.spark.max_restarts, cfg.spark.restart_backoff_s)
+    restarts = progress.registry.counter(
+        "casscade_materializer_query_restarts_total",
+        "Failed queries started again from the checkpoint, by the failure's exception class",
+        ("reason",))
     try:
-        from pyspark.errors import StreamingQueryException
-
-        try:
-            # wake every few seconds to hand Spark's new progress reports to /metrics
-            while not query.awaitTermination(5):
-                progress.observe_new(query.recentProgress)
-        except StreamingQueryException as exc:  # raised here when the query failed
-            raise click.ClickException(f"materializer query failed: {exc}") from exc
-        progress.observe_new(query.recentProgress)
-        error = query.exception()
-        if error is not None:
-            raise click.ClickException(f"materializer query failed: {error}")
+        while True:
+            running.append(job.start(spark, cfg, available_now=available_now))
+            error = _await(running[-1], progress, policy)
+            if error is None or stopping:
+                return
+            delay = policy.next_delay(error)
+            if delay is None:
+                why = permanent_reason(error) or f"{policy.failures} restarts in a row failed"
+                raise click.ClickException(f"materializer query failed ({why}): {error}")
+            restarts.inc(1, short_reason(error))
+            log.warning("materializer query failed; starting it again from its checkpoint",
+                        extra={"error": error[:2000], "restart_in_s": delay,
+                               "attempt": policy.failures, "max_restarts": policy.max_restarts,
+                               "checkpoint": str(cfg.spark.checkpoint)})
+            deadline = time.monotonic() + delay
+            while time.monotonic() < deadline and not stopping:
+                time.sleep(0.2)
+            if stopping:
+                return
     finally:
         if http is not None:
             http.shutdown()
         spark.stop()
+
+
+def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy) -> str | None:
+    """Wait for `query` to end; its error (message with causes), or None when it stopped."""
+    from pyspark.errors import StreamingQueryException
+
+    batches = progress.batches.get()
+    try:
+        # wake every few seconds to hand Spark's new progress reports to /metrics
+        while not query.awaitTermination(5):
+            progress.observe_new(query.recentProgress)
+            if progress.batches.get() > batches:
+                batches = progress.batches.get()
+                policy.progressed()
+    except StreamingQueryException as exc:  # raised here when the query failed
+        return str(exc)
+    progress.observe_new(query.recentProgress)
+    error = query.exception()
+    return None if error is None else str(error)
 
 
 @materializer.command()
@@ -128,7 +166,7 @@ def _serve(cfg: MaterializerConfig, running: list[Any], progress: ProgressMetric
     stale_s = max(120.0, 10 * cfg.spark.trigger_interval_ms / 1000)
 
     def last_loop() -> float:
-        active = bool(running) and running[0].isActive
+        active = bool(running) and running[-1].isActive
         return time.monotonic() - (progress.age_s() if active else 10 * stale_s)
 
     try:

@@ -41,6 +41,11 @@ class SparkSettings:
     # batch reads and writes only the pages it can change; may change between runs
     state_page_rows: int = 256
     driver_memory: str = "1g"
+    # a query that fails on something transient (broker restart, lost executor, timeout)
+    # is started again from its checkpoint after a backoff (5 s, doubling, at most 60 s);
+    # this many failures without a completed micro-batch in between end the run (0: never)
+    max_restarts: int = 10
+    restart_backoff_s: float = 5.0
     # auto: resolve spark-sql-kafka from Maven Central into .casscade/lib (local runs);
     # provided: spark-submit --packages/--jars supplies it; else a comma-separated jar list
     kafka_jars: str = "auto"

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -42,7 +43,26 @@ class TopicCreator:
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise
+        self.wait_for_leaders(topic)
         self.known.add(topic)
+
+    def wait_for_leaders(self, topic: str) -> None:
+        """Block until every partition of `topic` has a leader in the metadata: a producer
+        writing to a topic created a moment ago otherwise meets NOT_LEADER_OR_FOLLOWER (with
+        many topics created at once this lasted minutes and failed Spark's Kafka sink)."""
+        deadline = time.monotonic() + self.timeout_s
+        missing: list[int] = []
+        while True:
+            meta = self.admin.list_topics(topic, timeout=self.timeout_s).topics.get(topic)
+            if meta is not None and meta.error is None and meta.partitions:
+                missing = [p for p, pm in meta.partitions.items()
+                           if pm.leader < 0 or pm.error is not None]
+                if not missing:
+                    return
+            if time.monotonic() >= deadline:
+                raise KafkaException(f"topic {topic}: partitions {missing or 'all'} have no "
+                                     f"leader after {self.timeout_s:.0f}s")
+            time.sleep(0.1)
 
 
 def read_to_end(bootstrap: str, topic: str, timeout_s: float = 30.0,
