@@ -1,10 +1,19 @@
 """The event rule: which change events one key's records produce (design §4).
 
 For each key and micro-batch: first report TTL expiry that happened since the images were
-last evaluated, then apply the records one by one: bootstrap snapshot records first (the
-base), then the others in write-time order (ties broken on the record bytes, so any arrival
-order and any duplication of the same records gives the same events), and compare the
-touched rows' images before and after each record.
+last evaluated, then apply the records mutation by mutation: bootstrap snapshot records
+first (the base), then the others in write-time order (ties broken on the record bytes, so
+any arrival order and any duplication of the same records gives the same events), and
+compare the touched rows' images before and after each mutation.
+
+One mutation is one change. The publisher splits a commit log mutation into single-row
+records that share source host, segment and position; Cassandra applies a mutation
+atomically, so no reader ever sees it half applied (an INSERT of a static and a regular
+column never shows the static-only row between the two). Its records are applied together
+and compared once. Replica copies come from other hosts: other groups, which change nothing
+once the first copy is in (the merge is idempotent). Limitation: a mutation whose records
+straddle two micro-batches (rare: a publisher produces them consecutively) is compared per
+part, as two changes.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from typing import Any
 from materializer.image import (
     STATIC_ONLY,
     Image,
+    VisibleForm,
     drop_dropped,
     forget_dropped,
     next_expiry,
@@ -29,6 +39,8 @@ from materializer.merge import Merger, record_timestamp
 from materializer.model import Clustering, PartitionState
 
 PURGE_EVERY_S = 3600
+Item = tuple[dict[str, Any], bytes]  # (RowUpdate, its raw bytes)
+ROW_KINDS = frozenset({"ROW", "SNAPSHOT_ROW"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,41 +55,51 @@ class Change:
     ts_us: int  # write time of the change (expiry time for an expiry)
 
 
-def op_of(before: Image | None, after: Image | None) -> str | None:
-    """c (appears), u (changed), d (disappears) or None (no visible change)."""
+def op_of(before: Image | None, after: Image | None,
+          visible: VisibleForm | None = None) -> str | None:
+    """c (appears), u (changed), d (disappears) or None (no visible change; `visible`
+    compares what a reader sees where raw images differ invisibly)."""
     if before is None:
         return None if after is None else "c"
     if after is None:
         return "d"
-    return None if before == after else "u"
+    if before == after or (visible is not None and visible.same(before, after)):
+        return None
+    return "u"
 
 
 class KeyProcessor:
     """Applies a batch of one partition's records to its state and lists the changes."""
 
     def __init__(self, merger: Merger, has_static: bool, gc_grace_s: int,
-                 dropped: dict[str, int] | None = None) -> None:
+                 dropped: dict[str, int] | None = None,
+                 visible: VisibleForm | None = None) -> None:
         self.merger = merger
         self.has_static = has_static
         self.gc_grace_s = gc_grace_s
         self.dropped = dropped or {}  # column → drop time (µs), from the table schema
+        self.visible = visible  # list and counter columns: compared as a reader sees them
 
-    def process(self, state: PartitionState, records: Iterable[tuple[dict[str, Any], bytes]],
+    def process(self, state: PartitionState, records: Iterable[Item],
                 now_s: int) -> list[Change]:
         """Apply (record, raw value bytes) pairs; returns the changes in order."""
         changes = self.expire(state, now_s)
-        ordered = sorted(records, key=_apply_order)
+        groups = mutation_groups(records)
         if self.dropped:
             changes += self._forget_dropped(state, now_s)
-        for rec, _raw in ordered:
+        for group in groups:
+            recs = [rec for rec, _raw in group]
             if self.dropped:
-                drop_dropped(rec, self.dropped)
-            changes += self._apply(state, rec, now_s)
-            # No full scan per batch: an earlier-than-needed expiry is harmless (expire()
-            # finds nothing and rescans), a missed one is not, and only new cells add one.
-            expiry = record_expiry(rec, now_s)
-            if expiry is not None and (state.next_expiry is None or expiry < state.next_expiry):
-                state.next_expiry = expiry
+                for rec in recs:
+                    drop_dropped(rec, self.dropped)
+            changes += self._apply(state, recs, now_s)
+            for rec in recs:
+                # No full scan per batch: an earlier-than-needed expiry is harmless (expire()
+                # finds nothing and rescans), a missed one is not, and only new cells add one.
+                expiry = record_expiry(rec, now_s)
+                if expiry is not None and (state.next_expiry is None
+                                           or expiry < state.next_expiry):
+                    state.next_expiry = expiry
         state.evaluated_at = now_s
         if now_s - state.last_purge >= min(self.gc_grace_s, PURGE_EVERY_S):
             purge(state, now_s, self.gc_grace_s)
@@ -94,7 +116,7 @@ class KeyProcessor:
         state.next_expiry = next_expiry(state, now_s)
         out = []
         for ck in sorted(before.keys() | after.keys(), key=self.merger.order.key):
-            op = op_of(before.get(ck), after.get(ck))
+            op = op_of(before.get(ck), after.get(ck), self.visible)
             if op is not None:
                 out.append(Change(op, ck, before.get(ck), after.get(ck), None,
                                   now_s * 1_000_000))
@@ -126,21 +148,47 @@ class KeyProcessor:
             return inside + extra
         return list(state.rows) + extra  # static row, partition deletion: every row
 
-    def _apply(self, state: PartitionState, rec: dict[str, Any], now_s: int) -> list[Change]:
-        touched = self._touched(state, rec)
+    def _apply(self, state: PartitionState, recs: list[dict[str, Any]],
+               now_s: int) -> list[Change]:
+        """Apply one mutation's records; compare the rows they touch before and after all."""
+        # Touched sets are taken before any record is applied: a row can only appear through
+        # a ROW record, which names its own clustering, so this union covers every row whose
+        # image can change (and a row another record of the group removes is in it too).
+        causes: dict[Clustering, tuple[int, int, dict[str, Any]]] = {}
+        for pos, rec in enumerate(recs):
+            for ck in self._touched(state, rec):
+                rank = _cause_rank(rec, ck)
+                old = causes.get(ck)
+                if old is None or (rank, pos) < old[:2]:
+                    causes[ck] = (rank, pos, rec)
         static = row_values(state.static, now_s) if state.static is not None else {}
-        before = {ck: row_image(state, ck, now_s, static) for ck in touched}
-        self.merger.apply(state, rec)
+        before = {ck: row_image(state, ck, now_s, static) for ck in causes}
+        for rec in recs:
+            self.merger.apply(state, rec)
         static = row_values(state.static, now_s) if state.static is not None else {}
-        ts = record_timestamp(rec)
         out = []
-        for ck in sorted(set(touched), key=self.merger.order.key):
-            b = before.get(ck)
+        for ck in sorted(causes, key=self.merger.order.key):
+            b = before[ck]
             a = row_image(state, ck, now_s, static)
-            op = op_of(b, a)
+            op = op_of(b, a, self.visible)
             if op is not None:
-                out.append(Change(op, ck, b, a, rec, ts))
+                cause = causes[ck][2]
+                out.append(Change(op, ck, b, a, cause, record_timestamp(cause)))
         return out
+
+
+def _cause_rank(rec: dict[str, Any], ck: Clustering) -> int:
+    """How well a record of a mutation explains a change of row `ck` (lowest is named its
+    cause): the row's own record (ROW of that clustering; STATIC_ROW for the static-only
+    row), then a deletion over it (range tombstone before partition deletion: the narrower
+    one), then the rest (a static row write for a clustering row; a row write, which hides
+    the static-only row). Ties: the first in the group's order."""
+    kind = rec["kind"]
+    if kind in ROW_KINDS and tuple(rec["clustering"]) == ck:
+        return 0  # first: in a table without clustering columns the one row's key is ()
+    if ck == STATIC_ONLY:
+        return {"STATIC_ROW": 0, "PARTITION_DELETION": 1}.get(kind, 3)
+    return {"RANGE_TOMBSTONE": 1, "PARTITION_DELETION": 2}.get(kind, 3)
 
 
 def from_snapshot(rec: dict[str, Any]) -> bool:
@@ -151,9 +199,42 @@ def from_snapshot(rec: dict[str, Any]) -> bool:
     return source is not None and source["file"].startswith("snapshot:")
 
 
-def _apply_order(item: tuple[dict[str, Any], bytes]) -> tuple:
-    # Snapshot records first (static columns before rows, so a read shows the whole row):
-    # they are the base the live writes change. Then write-time order, ties by bytes.
-    rec, raw = item
+def mutation_of(rec: dict[str, Any]) -> tuple[str, int, int] | None:
+    """The commit log mutation a live record was split from: (host, segment id, position);
+    None for a snapshot record or one without a source (a group of its own)."""
+    source = rec.get("source")
+    if source is None or from_snapshot(rec):
+        return None
+    return source["host"], source["segment_id"], source["position"]
+
+
+def mutation_groups(records: Iterable[Item]) -> list[list[Item]]:
+    """The records grouped by mutation, in application order (see `_group_order`); inside
+    a group by bytes (any order gives the same state: the merge is commutative)."""
+    groups: list[list[Item]] = []
+    by_mutation: dict[tuple[str, int, int], list[Item]] = {}
+    for item in records:
+        mutation = mutation_of(item[0])
+        if mutation is None:
+            groups.append([item])
+            continue
+        group = by_mutation.get(mutation)
+        if group is None:
+            group = by_mutation[mutation] = []
+            groups.append(group)
+        group.append(item)
+    for group in by_mutation.values():
+        group.sort(key=lambda item: item[1])
+    groups.sort(key=_group_order)
+    return groups
+
+
+def _group_order(group: list[Item]) -> tuple:
+    # Snapshot records (each a group of its own) first, static columns before rows, so a
+    # read shows the whole row: they are the base the live writes change. Then write-time
+    # order: a mutation's newest write time, as `record_timestamp` takes a record's newest
+    # (a one-record group sorts exactly as that record did). Ties by the records' bytes.
+    rec = group[0][0]
     snap = from_snapshot(rec)
-    return (not snap, snap and rec["kind"] != "STATIC_ROW", record_timestamp(rec), raw)
+    return (not snap, snap and rec["kind"] != "STATIC_ROW",
+            max(record_timestamp(r) for r, _raw in group), [raw for _rec, raw in group])
