@@ -16,6 +16,7 @@ from materializer.avro_registry import SchemaPublisher
 from materializer.clustering import ClusteringOrder
 from materializer.envelope import EnvelopeWriter, dumps
 from materializer.events import Change, KeyProcessor, from_snapshot
+from materializer.image import VisibleForm
 from materializer.merge import Merger
 from materializer.model import PartitionState
 from materializer.pages import DEFAULT_PAGE_ROWS, PageWrites, attach, pages_to_load, store
@@ -100,9 +101,12 @@ class _TableVersion:
         self.table = table
         order = ClusteringOrder(table)
         counters = frozenset(c.name for c in table.columns if c.type.name == "counter")
+        lists = frozenset(c.name for c in table.columns
+                          if c.type.name == "list" and c.type.is_multicell)
         self.processor = KeyProcessor(Merger(order, counters),
                                       any(c.kind == "static" for c in table.columns),
-                                      table.gc_grace_seconds, dropped)
+                                      table.gc_grace_seconds, dropped,
+                                      VisibleForm(lists, counters))
         self.topic = f"{settings.topic_prefix}.{table.keyspace}.{table.table}"
         if settings.format == "avro":
             if publisher is None:

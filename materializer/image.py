@@ -12,6 +12,7 @@ from typing import Any
 
 from materializer.merge import EXPIRED
 from materializer.model import Clustering, PartitionState, RowState
+from shared.codec import counter_total
 
 RawValue = bytes | tuple[tuple[bytes, bytes | None], ...] | None
 Image = dict[str, RawValue]
@@ -159,3 +160,32 @@ def purge(state: PartitionState, now_s: int, gc_grace_s: int) -> None:
             else:
                 del state.rows[key]
     state.last_purge = now_s
+
+
+class VisibleForm:
+    """What a reader sees of an image, for deciding whether a change is visible.
+
+    Raw images can differ where `SELECT` shows no difference: a list element's cell path is
+    a timeuuid made at write time (the same list written twice has new paths), and a counter
+    cell holds per-replica shards whose total is the value (an increment by 0 adds a shard
+    clock). Seen at RF=3: such rewrites gave `u` events with before == after.
+    """
+
+    def __init__(self, lists: frozenset[str], counters: frozenset[str]) -> None:
+        self.lists = lists
+        self.counters = counters
+
+    def same(self, a: Image, b: Image) -> bool:
+        """True when images `a` and `b` show the same values to a reader."""
+        if a == b:
+            return True
+        if not (self.lists or self.counters) or a.keys() != b.keys():
+            return False
+        return all(a[k] == b[k] or self._value(k, a[k]) == self._value(k, b[k]) for k in a)
+
+    def _value(self, column: str, raw: RawValue) -> Any:
+        if column in self.lists and isinstance(raw, tuple):
+            return tuple(v for _path, v in raw)  # paths only order the elements
+        if column in self.counters and isinstance(raw, bytes):
+            return counter_total(raw)
+        return raw

@@ -338,3 +338,25 @@ def test_op_rule() -> None:
     assert op_of({"a": b"1"}, {"a": b"1"}) is None
     assert op_of({"a": b"1"}, None) == "d"
     assert op_of(None, None) is None
+
+
+def test_a_rewrite_a_reader_cannot_see_is_no_update() -> None:
+    """Seen at RF=3: the same list written again has new element paths (timeuuids made at
+    write time), an increment by 0 adds a counter shard; SELECT shows no change."""
+    from materializer.image import VisibleForm
+    from shared.codec import counter_total
+
+    visible = VisibleForm(frozenset({"l"}), frozenset({"n"}))
+    first = {"l": ((b"\x01" * 16, b"a"), (b"\x02" * 16, b"b")), "v": b"1"}
+    again = {"l": ((b"\x07" * 16, b"a"), (b"\x08" * 16, b"b")), "v": b"1"}
+    other = {"l": ((b"\x07" * 16, b"b"), (b"\x08" * 16, b"a")), "v": b"1"}
+    assert op_of(first, again) == "u"  # raw images differ...
+    assert op_of(first, again, visible) is None  # ...but not what a reader sees
+    assert op_of(first, other, visible) == "u"  # element order is visible
+    assert op_of(first, {**again, "v": b"2"}, visible) == "u"
+    # counter contexts of one shard (counter id, clock, count): a new clock, the same total
+    one = bytes(2) + b"\x11" * 16 + (1).to_bytes(8, "big") + (5).to_bytes(8, "big")
+    two = (bytes(2) + b"\x11" * 16 + (2).to_bytes(8, "big") + (5).to_bytes(8, "big"))
+    assert counter_total(one) == counter_total(two) == 5
+    assert op_of({"n": one}, {"n": two}, visible) is None
+    assert op_of({"n": one}, {"n": two[:-1] + b"\x06"}, visible) == "u"
