@@ -14,8 +14,9 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed  ## create .venv with casscade and its dev tools
 
-demo: venv  ## start the local stack, run the demo workload, show what comes out
-	$(PY) deploy/local/demo.py
+NODES ?= 1
+demo: venv  ## start the local stack, run the demo workload, show what comes out (NODES=3: a ring at RF=3)
+	$(PY) deploy/local/demo.py --nodes $(NODES)
 
 test: venv  ## the whole suite: unit tests, then integration tests on the real stack
 	$(PY) -m pytest tests/unit tests/integration

@@ -6,6 +6,10 @@ Cassandra (CDC) → `casscade publisher run` (node agent) → Kafka raw topic �
 The demo's Cassandra is a node of its own (.casscade/demo/node, CQL port 19242), so its
 cdc_raw holds only the demo's writes; it is stopped at the end. State lives under
 .casscade/demo; a second run continues from it (its writes then show as updates).
+
+`--nodes 3` (`make demo NODES=3`) runs a ring of three nodes instead (127.0.0.1-3, port
+19242, .casscade/demo/ring3) at RF=3 with a publisher per node: every change then reaches
+the raw topic three times, once from each replica, and comes out as one event.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,13 +31,11 @@ from materializer.processor import STATE_LAYOUT
 from shared.devstack import cassandra, stack
 from shared.devstack.settings import StackSettings, repo_root
 from shared.kafka_topics import read_to_end
+from shared.rowupdate_reader import read_row_update
 
-PREFIX = "demo"
-RAW_TOPIC = f"{PREFIX}.raw.demo.customers"
-EVENT_TOPIC = f"{PREFIX}.demo.customers"
 WORKLOAD = [
     "CREATE KEYSPACE IF NOT EXISTS demo WITH replication = "
-    "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+    "{'class': 'SimpleStrategy', 'replication_factor': %(rf)d}",
     "CREATE TABLE IF NOT EXISTS demo.customers (id int PRIMARY KEY, name text, email text, "
     "tier text, tags set<text>) WITH cdc = true",
     "INSERT INTO demo.customers (id, name, email, tier, tags) "
@@ -49,29 +52,43 @@ CHANGES = 6  # row updates the workload's writes make
 NODE_PORTS = {"cql_port": 19242, "storage_port": 17200, "jmx_port": 17399}
 
 
+# one prefix per ring size: a ring's table is another table (another id) than a node's
+PREFIX = "demo"
+RAW_TOPIC = EVENT_TOPIC = ""
+
+
 def main() -> None:
     """Run the pipeline end to end and print the change events."""
+    global PREFIX, RAW_TOPIC, EVENT_TOPIC
+    nodes = int(sys.argv[sys.argv.index("--nodes") + 1]) if "--nodes" in sys.argv else 1
+    if nodes not in (1, 3):
+        sys.exit("demo: --nodes is 1 or 3")
+    PREFIX = "demo" if nodes == 1 else f"demo-ring{nodes}"
+    RAW_TOPIC, EVENT_TOPIC = f"{PREFIX}.raw.demo.customers", f"{PREFIX}.demo.customers"
     base = StackSettings.from_env()
     work = base.state_dir / "demo"
     work.mkdir(parents=True, exist_ok=True)
     print("== 1. local stack (Kafka + Cassandra with CDC), started from Maven Central jars")
     stack.up(base)
-    s = replace(base, state_dir=work / "node", cluster_name="casscade-demo", **NODE_PORTS)
-    stack.up(s, with_kafka=False)  # the demo's own node: its cdc_raw is the demo's alone
+    node_dir = work / ("node" if nodes == 1 else f"ring{nodes}")
+    cluster = "casscade-demo" if nodes == 1 else f"casscade-demo{nodes}"
+    s = replace(base, state_dir=node_dir, cluster_name=cluster, nodes=nodes, **NODE_PORTS)
+    stack.up(s, with_kafka=False)  # the demo's own nodes: their cdc_raw is the demo's alone
     try:
-        _pipeline(s, work)
+        _pipeline(s, work / ("." if nodes == 1 else f"ring{nodes}"))
     finally:
-        cassandra.shutdown(s, drain=False)
+        for node in reversed(s.all_nodes()):
+            cassandra.shutdown(node, drain=False)
     print("\nThe stack keeps running: `deploy/local/stack status`, `make down` to stop it.")
 
 
 def _pipeline(s: StackSettings, work: Path) -> None:
 
-    print("\n== 2. a CDC table and a few writes")
+    print(f"\n== 2. a CDC table (RF={s.nodes}) and a few writes")
     cluster = cassandra.cql_cluster(s)
     session = cluster.connect()
     try:
-        session.execute(WORKLOAD[0], timeout=60)
+        session.execute(WORKLOAD[0] % {"rf": s.nodes}, timeout=60)
         session.execute(WORKLOAD[1], timeout=60)
         raw_before = _end_offsets(s, RAW_TOPIC)
         for cql in WORKLOAD[2:]:
@@ -84,19 +101,26 @@ def _pipeline(s: StackSettings, work: Path) -> None:
     for r in sorted(rows):
         print(f"     {r.id} | {r.name:6} | {r.email:18} | {r.tier:8} | {sorted(r.tags or [])}")
 
-    print("\n== 3. publisher: the node agent follows cdc_raw and publishes row updates")
-    agent = _start_agent(s, work)
+    print("\n== 3. publisher: a node agent per node follows cdc_raw, publishes row updates")
+    agents = [_start_agent(node, work) for node in s.all_nodes()]
     try:
-        deadline = time.monotonic() + 60
-        while _count_since(s, RAW_TOPIC, raw_before) < CHANGES:
-            if time.monotonic() > deadline or agent.poll() is not None:
-                sys.exit(f"the agent did not publish the writes; see {work / 'publisher.log'}")
+        deadline = time.monotonic() + 90
+        while _count_since(s, RAW_TOPIC, raw_before) < CHANGES * s.nodes:
+            if time.monotonic() > deadline or any(a.poll() is not None for a in agents):
+                sys.exit(f"the agents did not publish the writes; see {work}/publisher*.log")
             time.sleep(0.3)
     finally:
-        agent.send_signal(signal.SIGTERM)
-        agent.wait(60)
+        for agent in agents:
+            agent.send_signal(signal.SIGTERM)
+        for agent in agents:
+            agent.wait(60)
     print(f"   {_count_since(s, RAW_TOPIC, raw_before)} row updates on {RAW_TOPIC} "
-          f"(log: {work / 'publisher.log'})")
+          f"(logs: {work}/publisher*.log)")
+    if s.nodes > 1:
+        hosts = Counter(read_row_update(m.value())["source"]["host"] for m in read_to_end(
+            s.bootstrap_servers, RAW_TOPIC, start=raw_before))
+        print("   one copy of each change from every replica: " + ", ".join(
+            f"{host} {n}" for host, n in sorted(hosts.items())))
 
     print("\n== 4. materializer: Spark merges them into change events (first start ~30 s)")
     events_before = _end_offsets(s, EVENT_TOPIC)
@@ -115,6 +139,8 @@ def _pipeline(s: StackSettings, work: Path) -> None:
 
     print(f"\n== 5. change events on {EVENT_TOPIC} (Debezium envelope, complete rows)")
     _show_events(s, events_before)
+    if s.nodes > 1:
+        print(f"   {CHANGES} changes, {CHANGES * s.nodes} copies in, one event per change out")
 
 
 def _env(s: StackSettings) -> dict[str, str]:
@@ -122,17 +148,19 @@ def _env(s: StackSettings) -> dict[str, str]:
 
 
 def _start_agent(s: StackSettings, work: Path) -> subprocess.Popen:
-    config = work / "publisher.yaml"
+    n = "" if s.nodes == 1 else f"-{s.node_index}"
+    work.mkdir(parents=True, exist_ok=True)
+    config = work / f"publisher{n}.yaml"
     config.write_text(yaml.safe_dump({
         "kafka": {"bootstrap_servers": s.bootstrap_servers, "topic_prefix": PREFIX,
                   "partitions": 3},
-        "cassandra": {"contact_points": ["127.0.0.1"], "port": s.cql_port},
-        "cdc": {"cdc_raw": str(s.cdc_raw_dir), "archive_dir": str(work / "archive")},
-        "node": {"host": "local-node", "datacenter": "datacenter1"},
-        "state": {"path": str(work / "publisher-state")},
+        "cassandra": {"contact_points": [s.host], "port": s.cql_port},
+        "cdc": {"cdc_raw": str(s.cdc_raw_dir), "archive_dir": str(work / f"archive{n}")},
+        "node": {"host": "local-node" if not n else f"node{n}", "datacenter": "datacenter1"},
+        "state": {"path": str(work / f"publisher-state{n}")},
         "http": {"port": 0}, "log": {"format": "text", "level": "WARNING"},
     }))
-    log = (work / "publisher.log").open("ab")
+    log = (work / f"publisher{n}.log").open("ab")
     return subprocess.Popen([sys.executable, "-m", "shared.cli", "publisher", "run",
                              "--config", str(config)], cwd=repo_root(), stdout=log,
                             stderr=subprocess.STDOUT, env=_env(s))
