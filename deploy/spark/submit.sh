@@ -1,44 +1,89 @@
 #!/usr/bin/env bash
 # Run the casscade materializer on a Spark cluster (or locally through spark-submit).
 #
-#   deploy/spark/submit.sh [--master URL] [--env ENV.tar.gz] [--jars J1,J2] -- --config FILE [run options]
+#   deploy/spark/submit.sh [--master URL] [--env ENV.tar.gz] [--jars J1,J2 | --local-jars | --packages] -- --config FILE [run options]
 #
 # What it does: zips the casscade packages (materializer, shared, publisher) into
-# build/casscade.zip for --py-files, adds the Kafka connector (--packages from Maven Central, or
-# --jars given here), ships a packed Python environment if given (--env: a venv-pack or
-# conda-pack archive holding casscade's dependencies: pandas, pyarrow, confluent-kafka,
-# cassandra-driver, fastavro, pyyaml, click), and runs `casscade materializer run` with the
-# options after `--`. spark.master=submit is forced, so the cluster settings here win over
-# the config file; spark.kafka_jars=provided likewise.
+# build/casscade.zip for --py-files, adds the Kafka connector, ships a packed Python
+# environment if given (--env: a venv-pack or conda-pack archive holding casscade's
+# dependencies: pandas, pyarrow, confluent-kafka, cassandra-driver, fastavro, pyyaml, click),
+# and runs `casscade materializer run` with the options after `--`. spark.master=submit is
+# forced, so the cluster settings here win over the config file; spark.kafka_jars=provided
+# likewise.
 #
-# Environment: SPARK_SUBMIT (default: spark-submit on PATH, else the pyspark package's own),
-# SPARK_VERSION (default: the installed pyspark's version; must equal the cluster's).
+# The Kafka connector: --jars as given; --local-jars: the jars `stack fetch` resolved into
+# .casscade/lib/spark-kafka (resolved now from ~/.m2 if missing); --packages: Ivy resolves
+# spark-sql-kafka from a Maven repository at submit time. Default: the local jars when
+# `stack fetch` resolved them already, else --packages.
+#
+# Python on the executors: with --env, the archive's. Without it, when the master runs on
+# this machine (local[...] or no --master, spark://127.0.0.1|localhost|this host), $PYTHON,
+# whose venv is on the same disk; a remote master without --env runs its hosts' python3.
+# A master on loopback also binds the driver to 127.0.0.1 (SPARK_LOCAL_IP). The checkpoint
+# (spark.checkpoint) must be storage every executor sees: a local path only when driver and
+# workers share the disk, as on the local cluster (`stack spark up`).
+#
+# Environment: PYTHON (default: the checkout's .venv/bin/python, else python3),
+# SPARK_SUBMIT (default: spark-submit on PATH, else the pyspark package's own),
+# SPARK_VERSION (default: the installed pyspark's version; must equal the cluster's),
+# CASSCADE_BUILD_DIR (where casscade.zip is written; default build/ of the checkout).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-master="" env_archive="" jars=""
+master="" env_archive="" jars="" connector=auto
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --master) master="$2"; shift 2 ;;
     --env) env_archive="$2"; shift 2 ;;
-    --jars) jars="$2"; shift 2 ;;
+    --jars) jars="$2"; connector=jars; shift 2 ;;
+    --local-jars) connector=local; shift ;;
+    --packages) connector=packages; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "submit.sh: unknown option $1 (job options go after --)" >&2; exit 2 ;;
   esac
 done
 
-python=${PYTHON:-python3}
+if [[ -z "${PYTHON:-}" && -x "$root/.venv/bin/python" ]]; then
+  python="$root/.venv/bin/python"
+else
+  python=${PYTHON:-python3}
+fi
+# the interpreter's own path (a venv's bin/python, not what it links to): its site-packages
+python=$("$python" -c 'import sys; print(sys.executable)')
 submit=${SPARK_SUBMIT:-$(command -v spark-submit || true)}
 if [[ -z "$submit" ]]; then
   submit="$("$python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit"))')"
 fi
 version=${SPARK_VERSION:-$("$python" -c 'import pyspark; print(pyspark.__version__)')}
 
-mkdir -p "$root/build"
-zipfile="$root/build/casscade.zip"
-rm -f "$zipfile"
-(cd "$root" && "$python" - "$zipfile" <<'PY'
+local_jars() {  # $1: auto (only jars already fetched) or local (fetch from ~/.m2 if needed)
+  (cd "$root" && "$python" - "$1" <<'PY'
+import sys
+from shared.devstack import artifacts
+from shared.devstack.settings import StackSettings
+from shared.devstack.spark import kafka_connector_jars
+s = StackSettings.from_env()
+if sys.argv[1] == "auto" and not (artifacts.lib_dir(s.lib_dir, "spark-kafka") / ".pom-sha256").is_file():
+    sys.exit(3)
+print(",".join(str(j) for j in kafka_connector_jars(s)))
+PY
+  )
+}
+case "$connector" in
+  local) jars=$(local_jars local) ;;
+  auto) if jars=$(local_jars auto 2>/dev/null); then
+          echo "submit.sh: Kafka connector from $(dirname "${jars%%,*}")" >&2
+        else
+          jars="" connector=packages
+        fi ;;
+esac
+
+build=${CASSCADE_BUILD_DIR:-$root/build}
+mkdir -p "$build"
+zipfile="$build/casscade.zip"
+# written aside and renamed: a job submitted a moment ago may still be shipping the old one
+(cd "$root" && "$python" - "$zipfile.$$" <<'PY'
 import sys, zipfile, pathlib
 with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
     for pkg in ("materializer", "shared", "publisher"):
@@ -46,17 +91,45 @@ with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
             z.write(f)
 PY
 )
+mv -f "$zipfile.$$" "$zipfile"
 
 args=(--name casscade-materializer --py-files "$zipfile"
       --conf spark.sql.streaming.stateStore.providerClass=org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider)
 [[ -n "$master" ]] && args+=(--master "$master")
-if [[ -n "$jars" ]]; then
-  args+=(--jars "$jars")
-else
+if [[ "$connector" == packages ]]; then
   args+=(--packages "org.apache.spark:spark-sql-kafka-0-10_2.13:${version}")
+else
+  args+=(--jars "$jars")
 fi
+
+# Where the master runs: this machine (local mode, loopback, this host's name) or not.
+host=${master#spark://}; host=${host%%[:,/]*}
+on_loopback=false on_this_host=false
+case "$master" in
+  ""|local|local\[*) on_loopback=true ;;
+  spark://127.*|spark://localhost*|spark://\[::1\]*) on_loopback=true ;;
+esac
+if $on_loopback || [[ "$host" == "$(hostname)" || "$host" == "$(hostname -f 2>/dev/null)" ]]; then
+  on_this_host=true
+fi
+if $on_loopback; then
+  # driver RPC, block manager and UI on loopback, where the local cluster's executors are;
+  # the address itself, not "localhost" (the name SPARK_LOCAL_IP alone gives), which may
+  # resolve to ::1 first
+  export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
+  args+=(--conf spark.driver.host=127.0.0.1 --conf spark.driver.bindAddress=127.0.0.1)
+fi
+
 if [[ -n "$env_archive" ]]; then
-  args+=(--archives "${env_archive}#environment" --conf spark.pyspark.python=./environment/bin/python)
+  # executors unpack the archive; the driver (client mode) runs here, with this python
+  args+=(--archives "${env_archive}#environment" --conf spark.pyspark.python=./environment/bin/python
+         --conf "spark.pyspark.driver.python=$python")
+elif $on_this_host; then
+  # executors share this disk: the same venv (casscade's dependencies) for driver and workers
+  args+=(--conf "spark.pyspark.python=$python" --conf "spark.executorEnv.PYSPARK_PYTHON=$python")
+else
+  echo "submit.sh: master $master is not on this machine and no --env was given: executors" \
+       "run their hosts' python3, which must hold casscade's dependencies" >&2
 fi
 
 exec "$submit" "${args[@]}" "$root/deploy/spark/casscade_materializer.py" \

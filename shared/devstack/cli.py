@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import click
 
 from shared.devstack import cassandra, stack
 from shared.devstack.process import StackError, tail
-from shared.devstack.settings import StackSettings
+from shared.devstack.settings import MAX_NODES, StackSettings
+from shared.devstack.spark_cli import spark
 
 
-def _settings() -> StackSettings:
+def _settings(nodes: int | None = None) -> StackSettings:
     try:
-        return StackSettings.from_env()
+        s = StackSettings.from_env()
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from exc
+    return replace(s, nodes=nodes) if nodes else s
+
+
+def _node(n: int) -> StackSettings:
+    if not 1 <= n <= MAX_NODES:
+        raise click.BadParameter(f"nodes are numbered 1 to {MAX_NODES}", param_hint="N")
+    return _settings().node(n)
 
 
 def _run(fn, *args):
@@ -30,8 +39,14 @@ def dev() -> None:
     """Local stack on loopback: Kafka 4 (KRaft, 127.0.0.1:9092) and Cassandra 5.0 with CDC
     (CQL 127.0.0.1:9042, JMX 7199), both run from Maven Central jars with Java 17.
 
+    `up --nodes 3` runs a ring of three nodes: node n on 127.0.0.n (same CQL and storage
+    ports, JMX 7199 + n - 1), node 1 the seed, each with its own data, commitlog, cdc_raw
+    and hints under cassandra/ (node 1) or cassandra-n/. `spark up` adds a Spark
+    standalone cluster (a master and two one-core workers).
+
     State (jars, data, commit logs, cdc_raw, logs, pid files) lives in .casscade/ of the
-    checkout, or CASSCADE_STATE_DIR. Ports: CASSCADE_KAFKA_PORT, CASSCADE_CQL_PORT, ...
+    checkout, or CASSCADE_STATE_DIR. Ports: CASSCADE_KAFKA_PORT, CASSCADE_CQL_PORT, ...;
+    CASSCADE_NODES sets the default ring size (1).
     """
 
 
@@ -44,9 +59,13 @@ def fetch() -> None:
 
 
 @dev.command()
-def up() -> None:
-    """Start Kafka and Cassandra (what is already running is reused) and wait until ready."""
-    _run(stack.up, _settings())
+@click.option("--nodes", type=click.IntRange(1, MAX_NODES), default=None,
+              help="Cassandra nodes in the ring (default 1, or CASSCADE_NODES); node n on "
+                   "127.0.0.n, started one after another.")
+def up(nodes: int | None) -> None:
+    """Start Kafka and the Cassandra node(s) (what already runs is reused) and wait until
+    each answers and, for a ring, `nodetool status` shows every node UN."""
+    _run(stack.up, _settings(nodes))
 
 
 @dev.command()
@@ -57,19 +76,21 @@ def down() -> None:
 
 @dev.command()
 def status() -> None:
-    """Say what runs where. Exit code 0 when both services run, 3 otherwise."""
+    """Say what runs where, one line per Cassandra node. Exit code 0 when Kafka and every
+    node run, 3 otherwise."""
     rows = stack.status(_settings())
     for name, desc in rows:
         click.echo(f"{name:10} {desc}")
-    running = sum(1 for name, desc in rows[:2] if desc.startswith("running"))
-    sys.exit(0 if running == 2 else 3)
+    services = rows[:-1]  # the last line is the state directory
+    sys.exit(0 if all(desc.startswith("running") for _, desc in services) else 3)
 
 
 @dev.command()
-@click.argument("service", type=click.Choice(["kafka", "cassandra", "all"]), default="all")
+@click.argument("service", default="all")
 @click.option("-n", "--lines", default=40, show_default=True, help="Lines per log file.")
 def logs(service: str, lines: int) -> None:
-    """Print the tail of each service's log (and where the full logs are)."""
+    """Print the tail of each service's log (and where the full logs are). SERVICE: kafka,
+    cassandra (node 1), node2, node3, ... or all."""
     for name, files in stack.log_files(_settings()).items():
         if service not in (name, "all"):
             continue
@@ -79,10 +100,30 @@ def logs(service: str, lines: int) -> None:
 
 
 @dev.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option("--node", "n", type=int, default=1, show_default=True,
+              help="Which node of the ring (its JMX port).")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def nodetool(args: tuple[str, ...]) -> None:
-    """Run nodetool against the local node, e.g. `nodetool flush ks table`."""
-    click.echo(_run(cassandra.nodetool, _settings(), *args), nl=False)
+def nodetool(n: int, args: tuple[str, ...]) -> None:
+    """Run nodetool against a node, e.g. `nodetool flush ks table` or
+    `nodetool --node 3 disablehandoff`."""
+    click.echo(_run(cassandra.nodetool, _node(n), *args), nl=False)
+
+
+@dev.command()
+@click.argument("n", type=int)
+@click.argument("action", type=click.Choice(["stop", "kill", "start"]))
+def node(n: int, action: str) -> None:
+    """Stop (drain, then SIGTERM), kill (SIGKILL: a crash) or start node N of the ring."""
+    s = _node(n)
+    if action == "start":
+        _run(stack.start_node, s)
+        return
+    done = _run(cassandra.kill, s) if action == "kill" else _run(cassandra.shutdown, s)
+    click.echo(f"node {n}: {action + 'ed' if action == 'kill' else 'stopped'}" if done
+               else f"node {n}: not running")
+
+
+dev.add_command(spark)
 
 
 def main() -> None:
