@@ -221,8 +221,13 @@ def nodetool(s: StackSettings, *args: str, timeout_s: float = 120.0) -> str:
 
 def ring_states(s: StackSettings) -> dict[str, str]:
     """Address → two-letter state (UN, DN, UJ, ...) of every node `nodetool status` lists."""
+    return parse_ring_states(nodetool(s, "status", timeout_s=60))
+
+
+def parse_ring_states(status_output: str) -> dict[str, str]:
+    """The address → state lines of `nodetool status` output."""
     states = {}
-    for line in nodetool(s, "status", timeout_s=60).splitlines():
+    for line in status_output.splitlines():
         parts = line.split()
         if len(parts) > 2 and len(parts[0]) == 2 and parts[0][0] in "UD":
             states[parts[1]] = parts[0]

@@ -187,3 +187,44 @@ def test_missing_maven_is_a_clear_error(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(StackError, match=r"Maven \(mvn\) is required"):
         artifacts.find_maven()
+
+
+def test_ring_nodes_have_their_own_address_dirs_and_jmx(settings: StackSettings) -> None:
+    ring = replace(settings, nodes=3)
+    nodes = ring.all_nodes()
+    assert [n.host for n in nodes] == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+    assert [n.node_jmx_port for n in nodes] == [7199, 7200, 7201]
+    assert nodes[0].cassandra_dir == settings.cassandra_dir  # node 1 is the one-node stack's
+    assert len({n.cassandra_dir for n in nodes}) == 3
+    assert len({n.cdc_raw_dir for n in nodes}) == 3
+    for n in nodes:
+        conf = yaml.safe_load(cassandra.render_yaml(n))
+        assert conf["listen_address"] == conf["rpc_address"] == n.host
+        assert conf["native_transport_port"] == settings.cql_port  # same ports on each
+        assert conf["seed_provider"][0]["parameters"][0]["seeds"] == "127.0.0.1:7000"
+        assert conf["hints_directory"] == f"{n.cassandra_dir}/hints"
+        assert conf["auto_bootstrap"] is (n.node_index == 1)
+    with pytest.raises(ValueError, match="numbered 1 to"):
+        ring.node(0)
+
+
+def test_nodetool_status_lines_give_each_nodes_state() -> None:
+    out = """Datacenter: datacenter1
+=======================
+Status=Up/Down
+|/ State=Normal/Leaving/Joining/Moving
+--  Address    Load        Tokens  Owns (effective)  Host ID                               Rack
+UN  127.0.0.3  114.85 KiB  16      67.2%             2af7d819-e9c1-4b35-a001-695f95c28a72  rack1
+DN  127.0.0.2  114.86 KiB  16      74.9%             9fa0a667-59af-4270-8ee8-f1c13f30a60a  rack1
+UJ  127.0.0.1  114.93 KiB  16      57.9%             97621ee3-953b-412f-8375-2783229bbf82  rack1
+"""
+    assert cassandra.parse_ring_states(out) == {
+        "127.0.0.3": "UN", "127.0.0.2": "DN", "127.0.0.1": "UJ"}
+
+
+def test_a_ring_refuses_an_address_it_cannot_bind() -> None:
+    from shared.devstack.stack import require_bindable
+
+    require_bindable("127.0.0.2")  # Linux: all of 127/8 is loopback
+    with pytest.raises(StackError, match=r"cannot bind 192\.0\.2\.1"):
+        require_bindable("192.0.2.1")  # TEST-NET-1: never this machine's
