@@ -25,8 +25,10 @@ class KafkaSettings:
 
 @dataclass
 class SparkSettings:
-    """The Spark application. `master` local[N] runs embedded; any other value (the submit
-    script passes "submit") leaves master and driver settings to spark-submit."""
+    """The Spark application. `master`: local[N] runs embedded; spark://HOST:PORT connects
+    the driver to a standalone cluster (executors import casscade from their own Python:
+    the venv on this machine; elsewhere use deploy/spark/submit.sh); "submit" (what the
+    submit script passes) leaves master and driver settings to spark-submit."""
 
     master: str = "local[2]"
     app_name: str = "casscade-materializer"
