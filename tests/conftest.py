@@ -11,6 +11,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -38,6 +39,29 @@ def stack(stack_settings: StackSettings) -> Iterator[StackSettings]:
             cassandra.shutdown(stack_settings)
         if report.kafka_started:
             kafka.shutdown(stack_settings)
+
+
+# The test ring: three nodes on 127.0.0.1-3 with ports of their own, so it runs beside the
+# one-node stack (whose tests need a node that holds every row) and a developer's own ring.
+RING_PORTS = {"cql_port": 9142, "storage_port": 7100, "jmx_port": 7300}
+
+
+@pytest.fixture(scope="session")
+def ring(stack: StackSettings) -> Iterator[StackSettings]:
+    """A ring of three Cassandra nodes (RF=3 tests), started once per session beside the
+    stack's Kafka; stopped at the end if this session started it."""
+    s = replace(stack, state_dir=stack.state_dir / "ring", cluster_name="casscade-ring",
+                nodes=3, **RING_PORTS)
+    report = devstack.up(s, log=lambda msg: print(f"[ring] {msg}"), with_kafka=False)
+    print(f"[ring] three nodes ready in {report.ring_seconds:.1f}s")
+    try:
+        yield s
+    finally:
+        from shared.devstack import cassandra
+
+        for node in reversed(s.all_nodes()):
+            if node.node_index in report.nodes_started:
+                cassandra.shutdown(node, drain=False)
 
 
 @pytest.fixture(scope="session")
@@ -87,3 +111,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if os.environ.get("CI") and skipped and exitstatus == 0:
         print(f"\nCI: {skipped} test(s) skipped; in CI every test must run. Failing the run.")
         session.exitstatus = 1
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(stack_settings: StackSettings) -> Iterator[StackSettings]:
+    """A Spark standalone cluster on loopback: a master (spark_cluster.master_url(s)) and
+    two one-core workers (shared/devstack/spark_cluster.py); started for the session if
+    needed, stopped at the end if this session started the master (else only the workers it
+    started). Yields the stack settings its state lives under (`<state_dir>/spark`); tests
+    may kill and start workers with spark_cluster.kill_worker / start_worker. Needs no Kafka
+    or Cassandra."""
+    from shared.devstack import spark_cluster as cluster
+
+    report = cluster.up(stack_settings, workers=2, log=lambda msg: print(f"[spark] {msg}"))
+    try:
+        yield stack_settings
+    finally:
+        if "master" in report.started:
+            cluster.down(stack_settings)
+        else:  # a developer's cluster stays up; workers this session started go
+            for name in report.started:
+                cluster.stop_worker(stack_settings, int(name.split("-")[1]))

@@ -43,7 +43,8 @@ class AgentProcess:
     """`casscade publisher run` as a child process, with its config written to a file."""
 
     def __init__(self, node: StackSettings, kafka: StackSettings, workdir: Path,
-                 prefix: str | None = None, http_port: int = 18100) -> None:
+                 prefix: str | None = None, http_port: int = 18100,
+                 host_name: str = "node-1") -> None:
         self.prefix = prefix or f"t{uuid.uuid4().hex[:8]}"
         self.workdir = workdir
         self.archive = workdir / "archive"
@@ -53,10 +54,10 @@ class AgentProcess:
         self.config.write_text(yaml.safe_dump({
             "kafka": {"bootstrap_servers": kafka.bootstrap_servers, "topic_prefix": self.prefix,
                       "partitions": 3},
-            "cassandra": {"contact_points": ["127.0.0.1"], "port": node.cql_port},
+            "cassandra": {"contact_points": [node.host], "port": node.cql_port},
             "cdc": {"cdc_raw": str(node.cdc_raw_dir), "archive_dir": str(self.archive),
                     "poll_interval_ms": 50, "unknown_retry_s": 5},
-            "node": {"host": "node-1", "datacenter": "dc-test"},
+            "node": {"host": host_name, "datacenter": "dc-test"},
             "state": {"path": str(workdir / "state"), "flush_interval_ms": 200},
             "http": {"port": http_port}, "log": {"format": "json", "level": "INFO"},
         }))

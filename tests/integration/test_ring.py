@@ -1,0 +1,342 @@
+"""The pipeline at RF=3 on a ring of three real Cassandra nodes: a publisher per node, every
+change arriving three times, and the materializer folding the copies into one event stream.
+
+Every scenario makes the same three checks on the events (tests/ring_harness.py): the last
+`after` of every key equals `SELECT` at ALL, no event shows no visible change, and every
+`before` is the previous `after` of its key.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from materializer_harness import (
+    kill_group,
+    materializer_command,
+    read_events,
+    run_materializer,
+    start_materializer,
+)
+from ring_harness import (
+    RingPublishers,
+    check_events,
+    copy_raw_topics,
+    pinned_sessions,
+    run_ring_workload,
+    session_at_all,
+)
+from support import http_get, wait_until
+from test_decode_random_workload import create_workload_tables
+
+from publisher.schema_source import read_system_schema
+from shared.devstack import cassandra
+from shared.devstack import stack as devstack
+from shared.kafka_topics import read_to_end
+from shared.rowupdate_reader import read_row_update
+from shared.schema import catalog_from_json
+
+pytestmark = pytest.mark.integration
+
+STATEMENTS = 3_024
+RF3 = "{'class': 'SimpleStrategy', 'replication_factor': 3}"
+
+
+@pytest.fixture(scope="module")
+def env(ring, tmp_path_factory):
+    """Publishers on the three nodes under one prefix; sessions pinned to each node and one
+    that reads at ALL. Each test works in keyspaces of its own."""
+    work = tmp_path_factory.mktemp("ring")
+    prefix = f"ring{uuid.uuid4().hex[:6]}"
+    publishers = RingPublishers(ring, work, prefix)
+    publishers.start()
+    sessions = pinned_sessions(ring)
+    truth = session_at_all(ring)
+    try:
+        yield {"ring": ring, "work": work, "prefix": prefix, "publishers": publishers,
+               "sessions": sessions, "truth": truth}
+    finally:
+        publishers.stop()
+        for s in (*sessions.values(), truth):
+            s.cluster.shutdown()
+
+
+def _keyspace(env, tables: str = "workload") -> str:
+    ks = f"rf3_{uuid.uuid4().hex[:8]}"
+    truth = env["truth"]
+    truth.execute(f"CREATE KEYSPACE {ks} WITH replication = {RF3}")
+    if tables == "workload":
+        create_workload_tables(truth, ks)
+    return ks
+
+
+def _tables(env, ks: str) -> dict:
+    return {t.table: t for t in catalog_from_json(read_system_schema(env["truth"])).values()
+            if t.keyspace == ks}
+
+
+def _raw(env, ks: str, table: str) -> list[dict]:
+    """Every raw record of a table's topic, decoded."""
+    topic = f"{env['prefix']}.raw.{ks}.{table}"
+    return [read_row_update(m.value()) for m in read_to_end(env["ring"].bootstrap_servers,
+                                                            topic)]
+
+
+def _materialize(env, name: str, *sets: str) -> None:
+    work: Path = env["work"]
+    run_materializer(materializer_command(env["ring"], env["prefix"], work / f"ckpt-{name}",
+                                          *sets), work / f"{name}.log")
+
+
+def test_rf3_differential_events_end_at_select_all(env) -> None:
+    """3,000 random statements over the three nodes at ONE, QUORUM and ALL."""
+    ks = _keyspace(env)
+    done = run_ring_workload(env["sessions"], ks, STATEMENTS, seed=13)
+    assert len(done.executed) >= 3000 and done.unavailable < 30, done.unavailable
+    for marker in ("INSERT", "DELETE FROM", "c1 >", "USING TTL", "TIMESTAMP", "m[", "u.a",
+                   ".ctr", "BATCH", "IF NOT EXISTS", " IF v_int", "s_int, v_int"):
+        assert sum(marker in text for *_, text in done.executed) >= 10, marker
+    assert {node for node, *_ in done.executed} == {1, 2, 3}
+    assert {cl for _, cl, _ in done.executed} == {"ONE", "QUORUM", "ALL"}
+    env["publishers"].wait_caught_up()
+    # every change arrives once per replica: the three nodes' publishers sent the same
+    # number of copies of the regular table
+    hosts = Counter(r["source"]["host"] for r in _raw(env, ks, "r"))
+    assert set(hosts) == {"node-1", "node-2", "node-3"}, hosts
+    assert max(hosts.values()) - min(hosts.values()) <= 0.02 * max(hosts.values()), hosts
+    env["differential"] = ks  # the cluster scenario runs the job again over these records
+    _materialize(env, "differential")
+    counts = check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"],
+                          _tables(env, ks))
+    # three copies in, one event out (events + tombstones < copies / 2)
+    assert counts["r"] < sum(hosts.values()) / 2, (counts, hosts)
+
+
+def _no_hints_left(ring) -> bool:
+    return not any(any(node.cassandra_dir.joinpath("hints").glob("*.hints"))
+                   for node in ring.all_nodes())
+
+
+def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env) -> None:
+    """Node 3 killed with SIGKILL while writes go on at the other two, then restarted and
+    its hints replayed; a publisher and the materializer killed with SIGKILL and restarted;
+    all during one workload. The restarted node's publisher publishes every hinted copy."""
+    ring, publishers, work = env["ring"], env["publishers"], env["work"]
+    ks = _keyspace(env)
+    truth = env["truth"]
+    truth.execute(f"CREATE TABLE {ks}.hinted (id int PRIMARY KEY, v int) WITH cdc = true")
+    down: set[int] = set()
+    job: list = []
+    cmd = materializer_command(ring, env["prefix"], work / "ckpt-chaos", available_now=False)
+
+    def kill_node() -> None:
+        assert cassandra.kill(ring.node(3))
+        down.add(3)
+        # writes the dead node misses: the coordinators keep them as hints for it
+        for i in range(300):
+            env["sessions"][1 + i % 2].execute(
+                f"INSERT INTO {ks}.hinted (id, v) VALUES ({i}, {i})", timeout=30)
+
+    def start_node() -> None:
+        devstack.start_node(ring.node(3), log=print)
+        down.discard(3)
+
+    hooks = {
+        200: lambda: job.append(start_materializer(cmd, work / "chaos.log")),
+        600: kill_node,
+        1200: start_node,
+        1500: lambda: publishers.agents[2].kill(),
+        1800: lambda: publishers.start(2),
+        2100: lambda: kill_group(job[-1]),
+        2400: lambda: job.append(start_materializer(cmd, work / "chaos.log")),
+    }
+    try:
+        done = run_ring_workload(env["sessions"], ks, STATEMENTS, seed=29, down=lambda: down,
+                                 at=hooks)
+        assert len(done.executed) >= 3000 and not hooks, hooks
+        wait_until(lambda: _no_hints_left(ring), 120, "every hint delivered", interval_s=1)
+        publishers.wait_caught_up()
+    finally:
+        if 3 in down:
+            devstack.start_node(ring.node(3), log=print)
+        for proc in job:
+            kill_group(proc)
+    _materialize(env, "chaos")  # the same checkpoint: the job resumes, then stops
+    hinted = {host: {r["partition_key"] for r in _raw(env, ks, "hinted")
+                     if r["source"]["host"] == host} for host in ("node-1", "node-2", "node-3")}
+    assert [len(hinted[h]) for h in sorted(hinted)] == [300, 300, 300], \
+        {h: len(v) for h, v in hinted.items()}
+    check_events(ring.bootstrap_servers, env["prefix"], truth,
+                 {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")})
+
+
+def test_read_repair_reaches_commit_logs_and_makes_no_event(env) -> None:
+    """Hinted handoff off, a write at ONE while two replicas are down, the nodes back: a
+    read at ALL repairs them. The repair mutations reach their commit logs (the publishers
+    publish them) and the materializer makes one event per row, not more."""
+    ring = env["ring"]
+    ks = _keyspace(env, tables="none")
+    truth = env["truth"]
+    truth.execute(f"CREATE TABLE {ks}.rr (k int PRIMARY KEY, v text) WITH cdc = true "
+                  "AND read_repair = 'BLOCKING'")
+    truth.execute(f"INSERT INTO {ks}.rr (k, v) VALUES (-1, 'schema known everywhere')")
+    nodes = ring.all_nodes()
+    for node in nodes:
+        cassandra.nodetool(node, "disablehandoff")
+    try:
+        for node in nodes[1:]:
+            assert cassandra.kill(node)
+        for k in range(20):
+            env["sessions"][1].execute(f"INSERT INTO {ks}.rr (k, v) VALUES ({k}, 'v{k}')")
+        for node in nodes[1:]:
+            devstack.start_node(node, log=print)
+        devstack.wait_ring(ring)
+    finally:
+        for node in nodes:
+            if cassandra.running_pid(node) is None:
+                devstack.start_node(node, log=print)
+            cassandra.nodetool(node, "enablehandoff")
+    time.sleep(3)  # the restarted nodes' publishers find their new segments
+    env["publishers"].wait_caught_up()
+    before = Counter(r["source"]["host"] for r in _raw(env, ks, "rr"))
+    assert before["node-1"] == 21 and before["node-2"] == before["node-3"] == 1, before
+    for k in range(20):  # reads at ALL: digests differ, the coordinator repairs 2 and 3
+        row = truth.execute(f"SELECT v FROM {ks}.rr WHERE k = {k}").one()
+        assert row.v == f"v{k}"
+    env["publishers"].wait_caught_up()
+    after = Counter(r["source"]["host"] for r in _raw(env, ks, "rr"))
+    assert after["node-2"] == after["node-3"] == 21, after
+    _materialize(env, "read-repair")
+    events = read_events(ring.bootstrap_servers, f"{env['prefix']}.{ks}.rr")
+    ops = Counter(v["op"] for *_, v in events if v is not None)
+    assert ops == {"c": 21}, ops
+    check_events(ring.bootstrap_servers, env["prefix"], truth, _tables(env, ks), min_rows=21)
+
+
+def test_one_mutation_gives_one_change_not_a_static_phantom(env) -> None:
+    """A static column written with rows in one statement or one batch, on all three nodes:
+    the events are those of the rows a reader could see, never a static-only row."""
+    ks = _keyspace(env, tables="none")
+    truth = env["truth"]
+    truth.execute(f"CREATE TABLE {ks}.t (p int, c int, s text static, v text, "
+                  "PRIMARY KEY (p, c)) WITH cdc = true")
+    sessions = env["sessions"]
+    for p in range(12):
+        session = sessions[1 + p % 3]
+        if p % 2:
+            session.execute(f"INSERT INTO {ks}.t (p, c, s, v) VALUES ({p}, 1, 'st', 'val')")
+        else:
+            session.execute(f"BEGIN BATCH UPDATE {ks}.t SET s = 's{p}' WHERE p = {p}; "
+                            f"INSERT INTO {ks}.t (p, c, v) VALUES ({p}, 1, 'a'); "
+                            f"INSERT INTO {ks}.t (p, c, v) VALUES ({p}, 2, 'b'); APPLY BATCH")
+    env["publishers"].wait_caught_up()
+    _materialize(env, "phantom")
+    events = [v for *_, v in read_events(env["ring"].bootstrap_servers,
+                                          f"{env['prefix']}.{ks}.t") if v is not None]
+    phantoms = [e for e in events if (e["after"] or e["before"])["c"] is None]
+    assert not phantoms, phantoms[:3]
+    assert Counter(e["op"] for e in events) == {"c": 18}
+    check_events(env["ring"].bootstrap_servers, env["prefix"], truth, _tables(env, ks))
+
+
+def _events_of(env, ks: str, table: str) -> list:
+    try:
+        return [v for *_, v in read_events(env["ring"].bootstrap_servers,
+                                           f"{env['prefix']}.{ks}.{table}", 5)]
+    except AssertionError:
+        return []  # the event topic does not exist yet
+
+
+def test_ten_tables_at_once_and_a_broker_restart_keep_the_job_running(env, stack) -> None:
+    """Ten CDC tables created at once while the job runs (their event topics are new to
+    Kafka in the same second), then the broker restarted in the middle of the writes: the
+    job carries on or starts its query again from the checkpoint, and loses nothing."""
+    from shared.devstack import artifacts, kafka
+
+    ring, work = env["ring"], env["work"]
+    ks = _keyspace(env, tables="none")
+    http_port = 18290
+    cmd = materializer_command(ring, env["prefix"], work / "ckpt-ten", f"http.port={http_port}",
+                               "spark.restart_backoff_s=2", available_now=False)
+    job = start_materializer(cmd, work / "ten.log")
+    try:
+        wait_until(lambda: http_get(http_port, "/health")[0] == 200, 180, "the job's /health")
+        names = [f"t{i}" for i in range(10)]
+        for name in names:  # schema changes travel through every node: no IF NOT EXISTS race
+            env["truth"].execute(f"CREATE TABLE {ks}.{name} (k int PRIMARY KEY, v text) "
+                                 "WITH cdc = true")
+        sessions = env["sessions"]
+        for k in range(40):
+            if k == 20:  # the broker goes away for a few seconds in the middle
+                assert kafka.shutdown(stack)  # the broker of the session's stack
+                time.sleep(3)
+                kafka.wait_ready(stack, kafka.start(stack, artifacts.find_java()))
+            for i, name in enumerate(names):
+                sessions[1 + (k + i) % 3].execute(
+                    f"INSERT INTO {ks}.{name} (k, v) VALUES ({k}, 'v{k}')")
+        env["publishers"].wait_caught_up(180)
+        wait_until(lambda: all(len([e for e in _events_of(env, ks, n) if e]) >= 40
+                               for n in names), 300, "40 events in each of the ten tables",
+                   interval_s=3)
+        assert job.poll() is None, (work / "ten.log").read_text()[-3000:]
+    finally:
+        kill_group(job)
+    log = (work / "ten.log").read_text()
+    restarts = log.count("starting it again from its checkpoint")
+    print(f"[ten tables] query restarts: {restarts}")
+    tables = _tables(env, ks)
+    counts = check_events(ring.bootstrap_servers, env["prefix"], env["truth"], tables,
+                          min_rows=40)
+    assert all(n == 40 for n in counts.values()), counts
+
+
+def test_standalone_cluster_job_survives_a_killed_worker(env, spark_cluster) -> None:
+    """The materializer submitted to a Spark standalone cluster (a master, two one-core
+    workers) over the RF=3 differential's raw records: a worker killed with SIGKILL in the
+    middle, the job carries on with the other (Spark re-runs the lost tasks there, the state
+    reloaded from the checkpoint) and the events pass the same three checks."""
+    import os
+    import subprocess
+    import sys
+
+    from shared.devstack import spark_cluster as cluster
+    from shared.devstack.settings import repo_root
+
+    ring, work = env["ring"], env["work"]
+    ks = env.get("differential")
+    if ks is None:  # run alone: a workload of its own
+        ks = _keyspace(env)
+        run_ring_workload(env["sessions"], ks, 1_008, seed=41)
+        env["publishers"].wait_caught_up()
+    prefix = f"sc{uuid.uuid4().hex[:6]}"
+    copied = copy_raw_topics(ring.bootstrap_servers, env["prefix"], prefix, ks)
+    assert copied >= 3000
+    checkpoint = work / "ckpt-cluster"
+    cmd = ["deploy/spark/submit.sh", "--master", cluster.master_url(spark_cluster),
+           "--local-jars", "--",
+           "--set", f"kafka.bootstrap_servers={ring.bootstrap_servers}",
+           "--set", f"kafka.topic_prefix={prefix}", "--set", f"spark.checkpoint={checkpoint}",
+           "--set", "kafka.max_offsets_per_trigger=1500", "--set", "log.format=text",
+           "--set", "http.port=0", "--available-now"]
+    log = work / "cluster.log"
+    proc = subprocess.Popen(cmd, cwd=repo_root(), env=dict(os.environ, PYTHON=sys.executable),
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        # the first micro-batch committed: then a worker (and its executor) is lost
+        wait_until(lambda: any((checkpoint / "commits").glob("[0-9]*")) or proc.poll() is not None,
+                   300, "the first micro-batch on the cluster", interval_s=1)
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert cluster.kill_worker(spark_cluster, 2)
+        code = proc.wait(600)
+    finally:
+        kill_group(proc)
+        cluster.start_worker(spark_cluster, 2)
+    assert code == 0, log.read_text()[-4000:]
+    batches = len(list((checkpoint / "commits").glob("[0-9]*")))
+    assert batches >= 2, batches  # some ran after the worker was gone
+    check_events(ring.bootstrap_servers, prefix, env["truth"],
+                 {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")})

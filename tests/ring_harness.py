@@ -1,0 +1,265 @@
+"""Test harness for a ring of three real Cassandra nodes at RF=3: a publisher process per
+node, a randomized workload spread over the nodes at mixed consistency levels, and the
+checks every RF=3 scenario makes on the change events (test code only)."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from materializer_harness import canonical, final_rows, oracle_rows, read_events
+from publisher_harness import AgentProcess
+from reference import cdc_offsets
+from support import http_get, wait_until
+from test_decode_random_workload import INT, P1, P2, PER_EXAMPLE, TEXT, statement
+
+from shared.devstack.settings import StackSettings
+from shared.schema import TableSchema
+
+AGENT_PORTS = {1: 18201, 2: 18202, 3: 18203}
+
+
+class RingPublishers:
+    """`casscade publisher run` beside each node of the ring, all into one prefix."""
+
+    def __init__(self, ring: StackSettings, workdir: Path, prefix: str) -> None:
+        self.ring = ring
+        self.prefix = prefix
+        self.agents = {node.node_index: AgentProcess(
+            node, ring, workdir / f"agent-{node.node_index}", prefix,
+            http_port=AGENT_PORTS[node.node_index], host_name=f"node-{node.node_index}")
+            for node in ring.all_nodes()}
+
+    def start(self, *nodes: int) -> None:
+        """Start the agents of `nodes` (default: all) and wait until each serves."""
+        for n in nodes or self.agents:
+            self.agents[n].start()
+        for n in nodes or self.agents:
+            self.agents[n].wait_serving(60)
+
+    def stop(self) -> None:
+        """SIGTERM every agent still running."""
+        for agent in self.agents.values():
+            agent.stop()
+
+    def wait_caught_up(self, timeout_s: float = 120) -> None:
+        """Block until every agent has every record its node has synced acknowledged."""
+        for n, agent in self.agents.items():
+            node = self.ring.node(n)
+            offsets = _settled(node.cdc_raw_dir)
+
+            def caught_up(agent: AgentProcess = agent, offsets: dict = offsets,
+                          cdc_raw: Path = node.cdc_raw_dir) -> bool:
+                code, body = http_get(agent.http_port, "/status")
+                if code != 200:
+                    return False
+                segments = json.loads(body).get("segments", {})
+                for name, offset in offsets.items():
+                    seg = segments.get(name.split("-")[2].split(".")[0])
+                    if (cdc_raw / name).exists() and (
+                            seg is None or seg["acked_position"] < offset):
+                        return False
+                return True
+
+            wait_until(caught_up, timeout_s, f"node {n}'s agent to publish what it synced")
+
+
+def _settled(cdc_raw: Path, timeout_s: float = 60) -> dict[str, int]:
+    """The idx offsets of `cdc_raw` once two reads 2.2 s apart (two commit log syncs) agree;
+    empty when no segment holds CDC data (a restarted node before its first CDC write)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        first = cdc_offsets(cdc_raw)
+        time.sleep(2.2)
+        if first == cdc_offsets(cdc_raw):
+            return first
+        assert time.monotonic() < deadline, f"CDC idx offsets in {cdc_raw} did not settle"
+
+
+def pinned_sessions(ring: StackSettings) -> dict[int, Any]:
+    """One CQL session per node, each sending every request to its own node."""
+    from shared.devstack.cassandra import cql_cluster
+
+    return {node.node_index: cql_cluster(node, pinned=True).connect()
+            for node in ring.all_nodes()}
+
+
+def session_at_all(ring: StackSettings) -> Any:
+    """A session whose reads and writes default to consistency ALL (the truth of the ring)."""
+    from cassandra import ConsistencyLevel
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT
+
+    from shared.devstack.cassandra import cql_cluster
+
+    cluster = cql_cluster(ring)
+    cluster.profile_manager.profiles[EXEC_PROFILE_DEFAULT].consistency_level = \
+        ConsistencyLevel.ALL
+    return cluster.connect()
+
+
+@st.composite
+def ring_statement(draw: Any, ks: str) -> str:
+    """A statement of the random workload, or one that only a ring makes interesting: a
+    static column written with rows in one mutation, and lightweight transactions."""
+    kind = draw(st.sampled_from(["plain"] * 8 + ["static_row", "static_batch", "lwt"]))
+    if kind == "plain":
+        return draw(statement(ks))
+    p1, p2 = draw(P1), draw(P2)
+    pk, where_pk = f"{p1}, {p2}", f"p1 = {p1} AND p2 = {p2}"
+    c1 = draw(st.integers(0, 5))
+    if kind == "static_row":
+        return (f"INSERT INTO {ks}.r (p1, p2, c1, c2, s_int, v_int) VALUES ({pk}, {c1}, 'x', "
+                f"{draw(INT)}, {draw(INT)})")
+    if kind == "static_batch":  # one partition: Cassandra makes it one mutation
+        rows = "; ".join(f"INSERT INTO {ks}.r (p1, p2, c1, c2, v_text) VALUES ({pk}, {c}, "
+                         f"'y', {draw(TEXT)})" for c in draw(st.lists(
+                             st.integers(0, 5), min_size=1, max_size=3, unique=True)))
+        return (f"BEGIN BATCH UPDATE {ks}.r SET s_int = {draw(INT)} WHERE {where_pk}; "
+                f"{rows}; APPLY BATCH")
+    if draw(st.booleans()):
+        return (f"INSERT INTO {ks}.r (p1, p2, c1, c2, v_int) VALUES ({pk}, {c1}, 'z', "
+                f"{draw(INT)}) IF NOT EXISTS")
+    return (f"UPDATE {ks}.r SET v_text = {draw(TEXT)} WHERE {where_pk} AND c1 = {c1} "
+            f"AND c2 = 'z' IF v_int > 0")
+
+
+@dataclass
+class Workload:
+    """What a ring workload did: statements, where they went, what failed."""
+
+    executed: list[tuple[int, str, str]] = field(default_factory=list)  # node, CL, CQL
+    unavailable: int = 0
+
+
+def run_ring_workload(sessions: dict[int, Any], ks: str, count: int, seed: int,
+                      down: Callable[[], set[int]] = set,
+                      at: dict[int, Callable[[], None]] | None = None) -> Workload:
+    """About `count` random statements, each sent to a random node that is up at a random
+    consistency level (ALL only while every node is up); `at[i]` runs before statement i
+    and is taken out of `at` (what is left in it never ran)."""
+    from cassandra import ConsistencyLevel as CL
+    from cassandra import Unavailable, WriteTimeout
+    from cassandra.cluster import NoHostAvailable
+    from cassandra.query import SimpleStatement
+
+    rng = random.Random(seed)
+    hooks = at if at is not None else {}
+    done = Workload()
+
+    @settings(max_examples=max(1, count // PER_EXAMPLE), deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.lists(ring_statement(ks), min_size=PER_EXAMPLE, max_size=PER_EXAMPLE))
+    def run(statements: list[str]) -> None:
+        for text in statements:
+            hook = hooks.pop(len(done.executed), None)
+            if hook is not None:
+                hook()
+            gone = down()
+            up = [n for n in sessions if n not in gone]
+            node = rng.choice(up)
+            levels = [CL.ONE, CL.QUORUM] + ([] if gone else [CL.ALL])
+            cl = rng.choice(levels)
+            for attempt in [node] + [n for n in up if n != node]:
+                try:
+                    sessions[attempt].execute(SimpleStatement(text, consistency_level=cl),
+                                              timeout=30)
+                except NoHostAvailable:
+                    continue  # the driver has not reconnected to a restarted node yet
+                except (Unavailable, WriteTimeout):
+                    # a replica just went down: the write may or may not have landed; either
+                    # way Cassandra's SELECT at ALL is the truth the events must meet
+                    done.unavailable += 1
+                node = attempt
+                break
+            else:
+                raise AssertionError(f"no node took {text!r}")
+            done.executed.append((node, CL.value_to_name[cl], text))
+
+    run()
+    return done
+
+
+def check_events(bootstrap: str, prefix: str, truth: Any, tables: dict[str, TableSchema],
+                 min_rows: int = 5) -> dict[str, int]:
+    """The three checks of every RF=3 scenario; returns events per table.
+
+    For every primary key the last event's `after` (or its absence after a `d`) equals
+    `SELECT` at ALL; no event shows no visible change; every event's `before` equals the
+    previous `after` of its key. An event repeated whole (same change, same source
+    position) is a replay after a restart, which at-least-once allows: counted once.
+    """
+    problems: list[str] = []
+    counts = {}
+    for name, table in tables.items():
+        events = _without_replays(read_events(bootstrap, f"{prefix}.{table.keyspace}.{name}"))
+        counts[name] = len(events)
+        got, want = final_rows(events), oracle_rows(truth, table)
+        assert len(want) >= min_rows, f"{name}: only {len(want)} rows to compare"
+        for key in sorted(got.keys() | want.keys()):
+            if got.get(key) != want.get(key):
+                problems.append(f"{name} {key}: events {canonical(got.get(key))} != "
+                                f"select at ALL {canonical(want.get(key))}")
+        last: dict[str, Any] = {}
+        for p, o, key, value in sorted(events, key=lambda e: (e[0], e[1])):
+            if value is None:
+                continue  # the tombstone after a delete
+            k = canonical(key)
+            if value["before"] == value["after"]:
+                problems.append(f"{name} {k} @{p}/{o}: {value['op']} with no visible change")
+            if value["before"] != last.get(k):
+                problems.append(f"{name} {k} @{p}/{o}: before {canonical(value['before'])} "
+                                f"!= the previous after {canonical(last.get(k))}")
+            last[k] = value["after"]
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:10])
+    return counts
+
+
+def _without_replays(events: list[tuple[int, int, dict, dict | None]]
+                     ) -> list[tuple[int, int, dict, dict | None]]:
+    """The events with whole repeats of an earlier event of the same key left out (a
+    replayed micro-batch writes the same events again, tombstones included)."""
+    seen: set[str] = set()
+    out = []
+    for p, o, key, value in sorted(events, key=lambda e: (e[0], e[1])):
+        if value is None:
+            if out and out[-1][3] is not None and out[-1][2] == key:
+                out.append((p, o, key, value))  # the tombstone right after a kept delete
+            continue
+        ident = canonical([key, {k: v for k, v in value.items() if k != "ts_ms"}])
+        if ident not in seen:
+            seen.add(ident)
+            out.append((p, o, key, value))
+    return out
+
+
+def copy_raw_topics(bootstrap: str, src_prefix: str, dst_prefix: str, keyspace: str) -> int:
+    """Copy one keyspace's raw topics and the schema topic to another prefix, record by
+    record in each partition's order (a second job over the same records); returns the raw
+    records copied."""
+    from confluent_kafka import Producer
+
+    from shared.kafka_topics import TopicCreator, read_to_end
+
+    creator = TopicCreator(bootstrap, 3, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True})
+    raw = f"{src_prefix}.raw.{keyspace}."
+    topics = [t for t in creator.admin.list_topics(timeout=10).topics
+              if t.startswith(raw) or t == f"{src_prefix}.schemas"]
+    total = 0
+    for topic in topics:
+        out = dst_prefix + topic[len(src_prefix):]
+        creator.ensure(out, compacted=out.endswith(".schemas"))
+        for msg in read_to_end(bootstrap, topic):
+            producer.produce(out, key=msg.key(), value=msg.value(),
+                             partition=msg.partition())
+            total += topic.startswith(raw)
+    assert producer.flush(60) == 0
+    return total
