@@ -8,16 +8,14 @@ from dataclasses import replace
 import click
 
 from shared.devstack import cassandra, stack
-from shared.devstack.process import StackError, tail
+from shared.devstack.cli_common import run, settings
+from shared.devstack.process import tail
 from shared.devstack.settings import MAX_NODES, StackSettings
 from shared.devstack.spark_cli import spark
 
 
 def _settings(nodes: int | None = None) -> StackSettings:
-    try:
-        s = StackSettings.from_env()
-    except RuntimeError as exc:
-        raise click.ClickException(str(exc)) from exc
+    s = settings()
     return replace(s, nodes=nodes) if nodes else s
 
 
@@ -25,13 +23,6 @@ def _node(n: int) -> StackSettings:
     if not 1 <= n <= MAX_NODES:
         raise click.BadParameter(f"nodes are numbered 1 to {MAX_NODES}", param_hint="N")
     return _settings().node(n)
-
-
-def _run(fn, *args):
-    try:
-        return fn(*args)
-    except StackError as exc:
-        raise click.ClickException(str(exc)) from exc
 
 
 @click.group(name="dev")
@@ -53,7 +44,7 @@ def dev() -> None:
 @dev.command()
 def fetch() -> None:
     """Resolve Kafka, Cassandra and spark-sql-kafka jars from Maven Central (cached)."""
-    sizes = _run(stack.fetch, _settings())
+    sizes = run(stack.fetch, _settings())
     for name, mb in sizes.items():
         click.echo(f"{name:12} {mb:7.1f} MB")
 
@@ -65,13 +56,13 @@ def fetch() -> None:
 def up(nodes: int | None) -> None:
     """Start Kafka and the Cassandra node(s) (what already runs is reused) and wait until
     each answers and, for a ring, `nodetool status` shows every node UN."""
-    _run(stack.up, _settings(nodes))
+    run(stack.up, _settings(nodes))
 
 
 @dev.command()
 def down() -> None:
     """Stop the processes `up` started, by pid file (drains Cassandra first)."""
-    _run(stack.down, _settings())
+    run(stack.down, _settings())
 
 
 @dev.command()
@@ -106,7 +97,7 @@ def logs(service: str, lines: int) -> None:
 def nodetool(n: int, args: tuple[str, ...]) -> None:
     """Run nodetool against a node, e.g. `nodetool flush ks table` or
     `nodetool --node 3 disablehandoff`."""
-    click.echo(_run(cassandra.nodetool, _node(n), *args), nl=False)
+    click.echo(run(cassandra.nodetool, _node(n), *args), nl=False)
 
 
 @dev.command()
@@ -116,9 +107,9 @@ def node(n: int, action: str) -> None:
     """Stop (drain, then SIGTERM), kill (SIGKILL: a crash) or start node N of the ring."""
     s = _node(n)
     if action == "start":
-        _run(stack.start_node, s)
+        run(stack.start_node, s)
         return
-    done = _run(cassandra.kill, s) if action == "kill" else _run(cassandra.shutdown, s)
+    done = run(cassandra.kill, s) if action == "kill" else run(cassandra.shutdown, s)
     click.echo(f"node {n}: {action + 'ed' if action == 'kill' else 'stopped'}" if done
                else f"node {n}: not running")
 

@@ -63,38 +63,33 @@ def stop(pid_file: Path, timeout_s: float = 30.0) -> bool:
 
     Returns True when a live process was stopped. The pid file is removed either way.
     """
+    return _end(pid_file, signal.SIGTERM, timeout_s)
+
+
+def kill(pid_file: Path) -> bool:
+    """SIGKILL the process group recorded in `pid_file` at once (a crash, for tests and
+    operators) and wait until it is gone; True when a live process was killed."""
+    return _end(pid_file, signal.SIGKILL, 0.0)
+
+
+def _end(pid_file: Path, first: signal.Signals, grace_s: float) -> bool:
+    """Send `first` to the recorded group, wait `grace_s` for it to go, then SIGKILL it."""
     pid = read_pid(pid_file)
     if pid is None:
         pid_file.unlink(missing_ok=True)
         return False
-    _signal_group(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
+    _signal_group(pid, first)
+    deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and pid_alive(pid):
         _reap(pid)
         time.sleep(0.2)
     if pid_alive(pid):
         _signal_group(pid, signal.SIGKILL)
-        for _ in range(50):
+        for _ in range(100):
             _reap(pid)
             if not pid_alive(pid):
                 break
             time.sleep(0.1)
-    pid_file.unlink(missing_ok=True)
-    return True
-
-
-def kill(pid_file: Path, timeout_s: float = 10.0) -> bool:
-    """SIGKILL the process group recorded in `pid_file` at once (a crash, for tests and
-    operators) and wait until it is gone; True when a live process was killed."""
-    pid = read_pid(pid_file)
-    if pid is None:
-        pid_file.unlink(missing_ok=True)
-        return False
-    _signal_group(pid, signal.SIGKILL)
-    deadline = time.monotonic() + timeout_s
-    while pid_alive(pid) and time.monotonic() < deadline:
-        _reap(pid)
-        time.sleep(0.1)
     pid_file.unlink(missing_ok=True)
     return True
 

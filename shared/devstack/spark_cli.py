@@ -3,30 +3,12 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import TypeVar
 
 import click
 
 from shared.devstack import spark_cluster
-from shared.devstack.process import StackError, tail
-from shared.devstack.settings import StackSettings
-
-T = TypeVar("T")
-
-
-def _settings() -> StackSettings:
-    try:
-        return StackSettings.from_env()
-    except RuntimeError as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
-def _run(fn: Callable[..., T], *args: object) -> T:
-    try:
-        return fn(*args)
-    except StackError as exc:
-        raise click.ClickException(str(exc)) from exc
+from shared.devstack.cli_common import run, settings
+from shared.devstack.process import tail
 
 
 @click.group(name="spark")
@@ -52,13 +34,13 @@ def spark() -> None:
 def up(workers: int) -> None:
     """Start the master and the workers not running yet (what runs is reused) and wait
     until the master lists every worker ALIVE; prints how long it took."""
-    _run(spark_cluster.up, _settings(), workers)
+    run(spark_cluster.up, settings(), workers)
 
 
 @spark.command()
 def down() -> None:
     """Stop the workers (and their executors), then the master, by pid file."""
-    stopped = _run(spark_cluster.down, _settings())
+    stopped = run(spark_cluster.down, settings())
     click.echo(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
 
 
@@ -66,7 +48,7 @@ def down() -> None:
 def status() -> None:
     """Say what runs, as the pid files and the master's /json/ see it. Exit code 0 when the
     master and every worker run (the master lists them ALIVE), 3 otherwise."""
-    rows = spark_cluster.status(_settings())
+    rows = spark_cluster.status(settings())
     for name, desc in rows:
         click.echo(f"{name:10} {desc}")
     sys.exit(0 if all(desc.startswith("running") for _, desc in rows) else 3)
@@ -78,12 +60,12 @@ def status() -> None:
 def worker(n: int, action: str) -> None:
     """Stop (SIGTERM), kill (SIGKILL with its executors: a lost machine) or start worker N.
     `start` waits until the master lists it ALIVE."""
-    s = _settings()
+    s = settings()
     if action == "start":
-        started = _run(spark_cluster.start_worker, s, n)
+        started = run(spark_cluster.start_worker, s, n)
         click.echo(f"worker {n}: {'started' if started else 'already running'}")
         return
-    done = _run(spark_cluster.kill_worker if action == "kill" else spark_cluster.stop_worker,
+    done = run(spark_cluster.kill_worker if action == "kill" else spark_cluster.stop_worker,
                 s, n)
     click.echo(f"worker {n}: {'killed' if action == 'kill' else 'stopped'}" if done
                else f"worker {n}: not running")
@@ -95,7 +77,7 @@ def worker(n: int, action: str) -> None:
 def logs(name: str, lines: int) -> None:
     """Print the tail of the master's and workers' logs. NAME: master, worker-1, ... or all.
     Executors log to .casscade/spark/worker-n/work/APP/EXEC/stderr."""
-    s = _settings()
+    s = settings()
     for log in sorted((spark_cluster.spark_dir(s) / "logs").glob("*.log")):
         if name in (log.stem, "all"):
             click.echo(f"==> {log} <==")
