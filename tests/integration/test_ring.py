@@ -91,24 +91,41 @@ def _materialize(env, name: str, *sets: str) -> None:
                                           *sets), work / f"{name}.log")
 
 
-def test_rf3_differential_events_end_at_select_all(env) -> None:
+@pytest.fixture(scope="module")
+def staged(env):
+    """Three scenarios written one after another, then one run of the job over all of them
+    (a job's start costs 30-60 s here): the RF=3 differential, static columns written with
+    rows, and a read repair. Each test below checks its own keyspace."""
+    out = {"differential": _write_differential(env), "phantom": _write_phantom(env),
+           "read_repair": _write_read_repair(env)}
+    _materialize(env, "staged")
+    return out
+
+
+def _write_differential(env) -> dict:
     """3,000 random statements over the three nodes at ONE, QUORUM and ALL."""
     ks = _keyspace(env)
     done = run_ring_workload(env["sessions"], ks, STATEMENTS, seed=13)
+    env["publishers"].wait_caught_up()
+    env["differential"] = ks  # the cluster scenario runs the job again over these records
+    return {"ks": ks, "done": done, "hosts": Counter(r["source"]["host"]
+                                                      for r in _raw(env, ks, "r"))}
+
+
+def test_rf3_differential_events_end_at_select_all(env, staged) -> None:
+    """3,000 random statements over the three nodes at ONE, QUORUM and ALL: every change
+    arrives once per replica and comes out as one event; the three checks pass."""
+    ks, done, hosts = (staged["differential"][k] for k in ("ks", "done", "hosts"))
     assert len(done.executed) >= 3000 and done.unavailable < 30, done.unavailable
     for marker in ("INSERT", "DELETE FROM", "c1 >", "USING TTL", "TIMESTAMP", "m[", "u.a",
                    ".ctr", "BATCH", "IF NOT EXISTS", " IF v_int", "s_int, v_int"):
         assert sum(marker in text for *_, text in done.executed) >= 10, marker
     assert {node for node, *_ in done.executed} == {1, 2, 3}
     assert {cl for _, cl, _ in done.executed} == {"ONE", "QUORUM", "ALL"}
-    env["publishers"].wait_caught_up()
     # every change arrives once per replica: the three nodes' publishers sent the same
     # number of copies of the regular table
-    hosts = Counter(r["source"]["host"] for r in _raw(env, ks, "r"))
     assert set(hosts) == {"node-1", "node-2", "node-3"}, hosts
     assert max(hosts.values()) - min(hosts.values()) <= 0.02 * max(hosts.values()), hosts
-    env["differential"] = ks  # the cluster scenario runs the job again over these records
-    _materialize(env, "differential")
     counts = check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"],
                           _tables(env, ks))
     # three copies in, one event out (events + tombstones < copies / 2)
@@ -173,13 +190,11 @@ def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env) -> None:
                  {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")})
 
 
-def test_read_repair_reaches_commit_logs_and_makes_no_event(env) -> None:
-    """Hinted handoff off, a write at ONE while two replicas are down, the nodes back: a
-    read at ALL repairs them. The repair mutations reach their commit logs (the publishers
-    publish them) and the materializer makes one event per row, not more."""
-    ring = env["ring"]
+def _write_read_repair(env) -> dict:
+    """Hinted handoff off, a write at ONE while two replicas are down, the nodes back, then
+    reads at ALL: the coordinator repairs the two nodes."""
+    ring, truth = env["ring"], env["truth"]
     ks = _keyspace(env, tables="none")
-    truth = env["truth"]
     truth.execute(f"CREATE TABLE {ks}.rr (k int PRIMARY KEY, v text) WITH cdc = true "
                   "AND read_repair = 'BLOCKING'")
     truth.execute(f"INSERT INTO {ks}.rr (k, v) VALUES (-1, 'schema known everywhere')")
@@ -202,27 +217,33 @@ def test_read_repair_reaches_commit_logs_and_makes_no_event(env) -> None:
     time.sleep(3)  # the restarted nodes' publishers find their new segments
     env["publishers"].wait_caught_up()
     before = Counter(r["source"]["host"] for r in _raw(env, ks, "rr"))
-    assert before["node-1"] == 21 and before["node-2"] == before["node-3"] == 1, before
-    for k in range(20):  # reads at ALL: digests differ, the coordinator repairs 2 and 3
-        row = truth.execute(f"SELECT v FROM {ks}.rr WHERE k = {k}").one()
-        assert row.v == f"v{k}"
+    values = [truth.execute(f"SELECT v FROM {ks}.rr WHERE k = {k}").one().v for k in range(20)]
     env["publishers"].wait_caught_up()
     after = Counter(r["source"]["host"] for r in _raw(env, ks, "rr"))
-    assert after["node-2"] == after["node-3"] == 21, after
-    _materialize(env, "read-repair")
-    events = read_events(ring.bootstrap_servers, f"{env['prefix']}.{ks}.rr")
+    return {"ks": ks, "before": before, "after": after, "values": values}
+
+
+def test_read_repair_reaches_commit_logs_and_makes_no_event(env, staged) -> None:
+    """The repair mutations reach the repaired nodes' commit logs (their publishers publish
+    them) and the materializer makes one event per row, not more."""
+    rr = staged["read_repair"]
+    ks, before, after = rr["ks"], rr["before"], rr["after"]
+    assert rr["values"] == [f"v{k}" for k in range(20)]
+    assert before["node-1"] == 21 and before["node-2"] == before["node-3"] == 1, before
+    assert after["node-2"] == after["node-3"] == 21, after  # repaired through the log
+    events = read_events(env["ring"].bootstrap_servers, f"{env['prefix']}.{ks}.rr")
     ops = Counter(v["op"] for *_, v in events if v is not None)
     assert ops == {"c": 21}, ops
-    check_events(ring.bootstrap_servers, env["prefix"], truth, _tables(env, ks), min_rows=21)
+    check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"],
+                 _tables(env, ks), min_rows=21)
 
 
-def test_one_mutation_gives_one_change_not_a_static_phantom(env) -> None:
-    """A static column written with rows in one statement or one batch, on all three nodes:
-    the events are those of the rows a reader could see, never a static-only row."""
+def _write_phantom(env) -> str:
+    """A static column written with rows in one statement or one batch, on all three
+    nodes."""
     ks = _keyspace(env, tables="none")
-    truth = env["truth"]
-    truth.execute(f"CREATE TABLE {ks}.t (p int, c int, s text static, v text, "
-                  "PRIMARY KEY (p, c)) WITH cdc = true")
+    env["truth"].execute(f"CREATE TABLE {ks}.t (p int, c int, s text static, v text, "
+                         "PRIMARY KEY (p, c)) WITH cdc = true")
     sessions = env["sessions"]
     for p in range(12):
         session = sessions[1 + p % 3]
@@ -233,13 +254,18 @@ def test_one_mutation_gives_one_change_not_a_static_phantom(env) -> None:
                             f"INSERT INTO {ks}.t (p, c, v) VALUES ({p}, 1, 'a'); "
                             f"INSERT INTO {ks}.t (p, c, v) VALUES ({p}, 2, 'b'); APPLY BATCH")
     env["publishers"].wait_caught_up()
-    _materialize(env, "phantom")
+    return ks
+
+
+def test_one_mutation_gives_one_change_not_a_static_phantom(env, staged) -> None:
+    """The events are those of the rows a reader could see, never a static-only row."""
+    ks = staged["phantom"]
     events = [v for *_, v in read_events(env["ring"].bootstrap_servers,
                                           f"{env['prefix']}.{ks}.t") if v is not None]
     phantoms = [e for e in events if (e["after"] or e["before"])["c"] is None]
     assert not phantoms, phantoms[:3]
     assert Counter(e["op"] for e in events) == {"c": 18}
-    check_events(env["ring"].bootstrap_servers, env["prefix"], truth, _tables(env, ks))
+    check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"], _tables(env, ks))
 
 
 def _events_of(env, ks: str, table: str) -> list:
@@ -259,8 +285,11 @@ def test_ten_tables_at_once_and_a_broker_restart_keep_the_job_running(env, stack
     ring, work = env["ring"], env["work"]
     ks = _keyspace(env, tables="none")
     http_port = 18290
+    # latest: the prefix's earlier scenarios are not this job's; the ten tables' topics are
+    # new, and partitions found after the start are read from their beginning
     cmd = materializer_command(ring, env["prefix"], work / "ckpt-ten", f"http.port={http_port}",
-                               "spark.restart_backoff_s=2", available_now=False)
+                               "spark.restart_backoff_s=2", "kafka.starting_offsets=latest",
+                               available_now=False)
     job = start_materializer(cmd, work / "ten.log")
     try:
         wait_until(lambda: http_get(http_port, "/health")[0] == 200, 180, "the job's /health")
