@@ -292,7 +292,9 @@ def test_ten_tables_at_once_and_a_broker_restart_keep_the_job_running(env, stack
                                available_now=False)
     job = start_materializer(cmd, work / "ten.log")
     try:
-        wait_until(lambda: http_get(http_port, "/health")[0] == 200, 180, "the job's /health")
+        # a first progress report: the query has fixed its starting offsets
+        wait_until(lambda: '"batchId"' in http_get(http_port, "/status")[1], 240,
+                   "the job's first progress report")
         names = [f"t{i}" for i in range(10)]
         for name in names:  # schema changes travel through every node: no IF NOT EXISTS race
             env["truth"].execute(f"CREATE TABLE {ks}.{name} (k int PRIMARY KEY, v text) "
