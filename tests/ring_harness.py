@@ -198,7 +198,7 @@ def check_events(bootstrap: str, prefix: str, truth: Any, tables: dict[str, Tabl
     problems: list[str] = []
     counts = {}
     for name, table in tables.items():
-        events = _without_replays(read_events(bootstrap, f"{prefix}.{table.keyspace}.{name}"))
+        events = without_replays(read_events(bootstrap, f"{prefix}.{table.keyspace}.{name}"))
         counts[name] = len(events)
         got, want = final_rows(events), oracle_rows(truth, table)
         assert len(want) >= min_rows, f"{name}: only {len(want)} rows to compare"
@@ -221,7 +221,7 @@ def check_events(bootstrap: str, prefix: str, truth: Any, tables: dict[str, Tabl
     return counts
 
 
-def _without_replays(events: list[tuple[int, int, dict, dict | None]]
+def without_replays(events: list[tuple[int, int, dict, dict | None]]
                      ) -> list[tuple[int, int, dict, dict | None]]:
     """The events with whole repeats of an earlier event of the same key left out (a
     replayed micro-batch writes the same events again, tombstones included)."""
