@@ -156,6 +156,46 @@ def state(config_file: Path | None, overrides: tuple[str, ...], top: int) -> Non
     click.echo(json.dumps(report, indent=1))
 
 
+@materializer.command()
+@click.option("--from-checkpoint", "old_checkpoint", required=True,
+              type=click.Path(path_type=Path), help="The stopped job's checkpoint.")
+@_CONFIG
+@_SET
+def rescale(old_checkpoint: Path, config_file: Path | None,
+            overrides: tuple[str, ...]) -> None:
+    """Start a new checkpoint (spark.checkpoint, empty) with more state partitions
+    (spark.shuffle_partitions) from a stopped job's checkpoint: its state, TTL timers and
+    Kafka position carry over, so no event is lost or emitted twice.
+
+    Stop the old job first. The run seeds the new checkpoint in its first micro-batch,
+    processes what the raw topics hold now, prints a JSON summary and stops; then run the
+    job on the new checkpoint. Refused: old checkpoint missing or without a committed
+    micro-batch, new checkpoint not empty, fewer partitions than before, another
+    spark.state_buckets than the old job's. The old checkpoint is only read.
+    """
+    from materializer import job
+    from materializer.rescale import RescaleRefused, check_rescale, read_old_checkpoint
+    from materializer.rescale_state import seed
+    from shared.logs import setup_logging
+
+    cfg = _config(config_file, overrides)
+    setup_logging(cfg.log.level, cfg.log.format)
+    try:
+        old = read_old_checkpoint(old_checkpoint)
+        check_rescale(old, Path(cfg.spark.checkpoint), cfg.spark.shuffle_partitions)
+    except RescaleRefused as exc:
+        raise click.ClickException(f"rescale refused: {exc}") from exc
+    spark = job.session(cfg, available_now=True)
+    spark.sparkContext.setLogLevel("WARN")
+    try:
+        report = seed(spark, cfg, old)
+    except RescaleRefused as exc:
+        raise click.ClickException(f"rescale refused: {exc}") from exc
+    finally:
+        spark.stop()
+    click.echo(json.dumps(report, indent=1))
+
+
 def _serve(cfg: MaterializerConfig, running: list[Any], progress: ProgressMetrics) -> Any:
     """/metrics, /health (a report within the stale window and the query running), /status."""
     from shared.http_server import serve

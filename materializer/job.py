@@ -13,7 +13,7 @@ from materializer.processor import OUTPUT_SCHEMA, MaterializeProcessor, bucket_c
 from materializer.settings import MaterializerConfig
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import GroupedData, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
@@ -42,12 +42,17 @@ def session(cfg: MaterializerConfig, available_now: bool = False) -> SparkSessio
     s = cfg.spark
     builder = SparkSession.builder.appName(s.app_name)
     local = s.master.startswith("local")
-    if local:
+    if s.master != "submit":  # "submit": spark-submit's --master and driver settings stand
+        builder = builder.master(s.master)
+    if local or s.master.startswith(("spark://127.0.0.1:", "spark://localhost:")):
+        # a master on this machine (the local stack's cluster): loopback only, and the
+        # executors' Python workers run this interpreter (its venv), not the system python3
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        # Python workers must run this interpreter (its venv), not the system python3.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = (builder.master(s.master).config("spark.driver.bindAddress", "127.0.0.1")
-                   .config("spark.driver.host", "127.0.0.1").config("spark.ui.enabled", "false")
+        builder = (builder.config("spark.driver.bindAddress", "127.0.0.1")
+                   .config("spark.driver.host", "127.0.0.1"))
+    if local:
+        builder = (builder.config("spark.ui.enabled", "false")
                    .config("spark.driver.memory", s.driver_memory))
     if s.kafka_jars == "auto":
         from shared.devstack.settings import StackSettings
@@ -86,9 +91,10 @@ def _quiet_state_server(spark: SparkSession) -> None:
         STATE_SERVER_LOGGER, jvm.org.apache.logging.log4j.Level.ERROR)
 
 
-def start(spark: SparkSession, cfg: MaterializerConfig,
-          available_now: bool = False) -> StreamingQuery:
-    """Start the query; `available_now` processes what is in Kafka now, then stops."""
+def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = False,
+          initial_state: GroupedData | None = None) -> StreamingQuery:
+    """Start the query; `available_now` processes what is in Kafka now, then stops;
+    `initial_state` seeds a new checkpoint's state in its first micro-batch (rescale)."""
     k = cfg.kafka
     reader = (spark.readStream.format("kafka")
               .option("kafka.bootstrap.servers", k.bootstrap_servers)
@@ -105,7 +111,8 @@ def start(spark: SparkSession, cfg: MaterializerConfig,
     raw = reader.load().select("topic", "key", "value", "partition", "offset")
     events = (raw.withColumn("bucket", bucket_column(raw.key, cfg.spark.state_buckets))
               .groupBy("topic", "bucket")
-              .transformWithState(processor, OUTPUT_SCHEMA, "Append", "ProcessingTime"))
+              .transformWithState(processor, OUTPUT_SCHEMA, "Append", "ProcessingTime",
+                                  initialState=initial_state))
     writer = (events.writeStream.format("kafka")
               .option("kafka.bootstrap.servers", k.bootstrap_servers)
               .option("kafka.acks", "all").option("kafka.enable.idempotence", "true")

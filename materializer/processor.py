@@ -258,6 +258,28 @@ class MaterializeProcessor(StatefulProcessor):
         self.expiries.add(due)
         return iter([Row(topic=t, key=k, value=v) for t, k, v in outputs])
 
+    def handleInitialState(self, key: Any, initialState: Row,
+                           timerValues: TimerValues) -> None:
+        """Seed a new checkpoint (`casscade materializer rescale`, first micro-batch only):
+        one kind of the old checkpoint's state for this bucket, many entries, written as
+        they were; "timers" are the old store's registered timers, registered again."""
+        kind = initialState["kind"]
+        items = initialState["items"]
+        if kind == "partitions":
+            self.entries.write([((i["pk"],), (i["blob"], i["hash"], i["at"])) for i in items],
+                               [])
+        elif kind == "pages":
+            self.pages.write([((i["pk"], i["page"]), (i["blob"],)) for i in items], [])
+        elif kind == "expiries":
+            self.expiries.map.write([((i["at"],), (i["blob"],)) for i in items], [])
+        elif kind == "bucket_timer":
+            self.timer.update((items[0]["at"],))
+        elif kind == "timers":
+            for i in items:
+                self.handle.registerTimer(i["at"])
+        else:
+            raise ValueError(f"unknown initial state kind {kind!r}")
+
     def _page_reader(self, pk: bytes) -> Callable[[list[int]], list[bytes | None]]:
         """Reads row pages of one partition (KeyHandler's page source)."""
         def read(ids: list[int]) -> list[bytes | None]:

@@ -171,7 +171,7 @@ def _wide_step(handler: KeyHandler, pk: bytes, pages: dict[int, bytes],
 
 
 RUN = r"""
-import json, sys, time
+import json, os, sys, time
 from pathlib import Path
 from materializer import job
 from materializer.settings import MaterializerConfig
@@ -183,7 +183,7 @@ if page_rows is not None:
 cfg.kafka.bootstrap_servers, cfg.kafka.topic_prefix = bootstrap, prefix
 cfg.kafka.max_offsets_per_trigger = int(per_batch)
 cfg.spark.master, cfg.spark.checkpoint = f"local[{cores}]", Path(ckpt)
-cfg.spark.shuffle_partitions = int(cores)
+cfg.spark.shuffle_partitions = int(os.environ.get("BENCH_SHUFFLE") or cores)
 cfg.spark.driver_memory = "2g"
 cfg.spark.batched_state = api != "stock"
 spark = job.session(cfg, available_now=True)
@@ -226,10 +226,12 @@ def _publish(bootstrap: str, prefix: str) -> int:
 
 
 def _run_job(stack, api: str, cores: int, prefix: str, ckpt: Path, per_batch: int,
-             *extra: str) -> list[tuple[int, int]]:
-    """The job over what the raw topics hold now: (rows, ms) of each non-empty batch."""
+             *extra: str, partitions: int | None = None) -> list[tuple[int, int]]:
+    """The job over what the raw topics hold now: (rows, ms) of each non-empty batch;
+    `partitions`: spark.shuffle_partitions (default: as many as cores)."""
     here = Path(__file__).parent
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), os.getcwd()]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), os.getcwd()]),
+               BENCH_SHUFFLE=str(partitions or ""))
     out = subprocess.run([sys.executable, "-c", RUN, api, str(cores), stack.bootstrap_servers,
                           prefix, str(ckpt), str(per_batch), *extra],
                          env=env, capture_output=True, text=True, timeout=1800)
@@ -309,3 +311,68 @@ def test_bench_spark_job(stack, tmp_path) -> None:
               f"{steady_ms / 1000:.1f}s = {steady_rows / (steady_ms / 1000):,.0f} rows/s; "
               f"checkpoint state {state / 2**20:.1f} MB = "
               f"{state / KEYS * 1e6 / 2**20:,.0f} MB per million keys")
+
+
+def test_bench_spark_state_partitions(stack, tmp_path) -> None:
+    """What more state partitions (spark.shuffle_partitions) cost on local[2]: each one is
+    a RocksDB store of its own, loaded, committed and changelog-synced by its own task in
+    every micro-batch. Per variant: BENCH_PART_KEYS keys x 4 updates in batches of a
+    quarter of them (steady rows/s, batches 2-4), then 20 one-row micro-batches on that
+    state (median of the last 19), and the files the state directory holds then (a changelog and
+    its checksum per store and batch, plus snapshots). Variants run interleaved,
+    BENCH_ROUNDS times."""
+    import statistics
+
+    keys = int(os.environ.get("BENCH_PART_KEYS", "20000"))
+    variants = [int(p) for p in os.environ.get("BENCH_PARTITIONS", "2,8,16").split(",")]
+    rounds = int(os.environ.get("BENCH_ROUNDS", "2"))
+    results: dict[int, list[tuple[float, float, float]]] = {p: [] for p in variants}
+    for r in range(rounds):
+        for parts in variants:
+            prefix = f"bp{parts}x{uuid.uuid4().hex[:6]}"
+            topic = f"{prefix}.raw.bench.t"
+            producer = _bench_topic(stack.bootstrap_servers, prefix)
+            for u in range(4):
+                for k in range(keys):
+                    key, value = _record(TABLE, k, u)
+                    producer.produce(topic, key=key, value=value)
+                producer.poll(0)
+            assert producer.flush(120) == 0
+            ckpt = tmp_path / f"ckpt-{prefix}"
+            fill = _run_job(stack, "tws", 2, prefix, ckpt, keys, partitions=parts)
+            assert sum(n for n, _ in fill) == 4 * keys
+            steady = fill[1:]
+            rate = sum(n for n, _ in steady) / (sum(ms for _, ms in steady) / 1000)
+            for u in range(20):  # all to one Kafka partition: one row per micro-batch
+                key, value = _record(TABLE, u * 7919 % keys, 10 + u)
+                producer.produce(topic, key=key, value=value, partition=0)
+            assert producer.flush(60) == 0
+            small = _run_job(stack, "tws", 2, prefix, ckpt, 1, partitions=parts)
+            assert [n for n, _ in small] == [1] * 20, small
+            ms = statistics.median(t for _, t in small[1:])
+            files = sum(1 for f in (ckpt / "state").rglob("*") if f.is_file())
+            results[parts].append((ms, rate, files))
+            print(f"\nround {r + 1}, local[2], {parts} state partitions: one-row micro-batch "
+                  f"{ms:,.0f} ms (median of {len(small) - 1}); {4 * keys:,} row updates over "
+                  f"{keys:,} keys in batches of {keys:,}: steady {rate:,.0f} rows/s; first batch "
+                  f"{fill[0][1] / 1000:.1f}s; {files:,} files in the state directory after 24 "
+                  f"micro-batches")
+    for parts, runs in results.items():
+        ms, rate, files = zip(*runs, strict=True)
+        print(f"\n{parts} state partitions over {rounds} rounds: one-row micro-batch "
+              f"{min(ms):,.0f}-{max(ms):,.0f} ms; {min(rate):,.0f}-{max(rate):,.0f} rows/s; "
+              f"{min(files):,}-{max(files):,} state files")
+
+
+def _bench_topic(bootstrap: str, prefix: str) -> Producer:
+    """A raw topic of 2 partitions and the schema topic, with TABLE's schema record in it."""
+    from publisher.kafka_sink import schema_record
+
+    creator = TopicCreator(bootstrap, 2, 1)
+    creator.ensure(f"{prefix}.raw.bench.t")
+    creator.ensure(f"{prefix}.schemas")
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
+                         "queue.buffering.max.messages": 1_000_000})
+    producer.produce(f"{prefix}.schemas", key=TABLE.schema_hash.encode(),
+                     value=schema_record(TABLE))
+    return producer
