@@ -154,7 +154,6 @@ def run_ring_workload(sessions: dict[int, Any], ks: str, count: int, seed: int,
     done = Workload()
 
     @settings(max_examples=max(1, count // PER_EXAMPLE), deadline=None, database=None,
-              derandomize=True,  # the same statements every run: the asserted coverage holds
               suppress_health_check=list(HealthCheck))
     @given(st.lists(ring_statement(ks), min_size=PER_EXAMPLE, max_size=PER_EXAMPLE))
     def run(statements: list[str]) -> None:

@@ -191,9 +191,7 @@ def run_workload(cql, ks: str, count: int) -> list[str]:
     """Execute about `count` hypothesis-drawn statements; returns them in order."""
     executed: list[str] = []
 
-    # derandomize: the same statements every run, so the coverage asserted below (every
-    # kind of write, many times) holds in CI, not just on most draws
-    @settings(max_examples=count // PER_EXAMPLE, deadline=None, database=None, derandomize=True,
+    @settings(max_examples=count // PER_EXAMPLE, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(st.lists(statement(ks), min_size=PER_EXAMPLE, max_size=PER_EXAMPLE))
     def run(statements: list[str]) -> None:
