@@ -303,16 +303,20 @@ def copy_synced_segments(cdc_raw: Path, before: dict[str, int], offsets: dict[st
     return names
 
 
-def settled_offsets(cdc_raw: Path, wait_s: float = 2.2, timeout_s: float = 60) -> dict[str, int]:
-    """cdc_offsets once two reads `wait_s` apart (> two commit log syncs) agree."""
+def settled_offsets(cdc_raw: Path, wait_s: float = 2.2, timeout_s: float = 60,
+                    allow_empty: bool = False) -> dict[str, int]:
+    """cdc_offsets once two reads `wait_s` apart (> two commit log syncs) agree;
+    `allow_empty`: no indexed segment counts as settled (a restarted node before its first
+    CDC write)."""
     from support import wait_until
 
-    def settled() -> dict[str, int] | None:
+    def settled() -> tuple[dict[str, int]] | None:
         first = cdc_offsets(cdc_raw)
         time.sleep(wait_s)
-        return first if first and first == cdc_offsets(cdc_raw) else None
+        ok = (first or allow_empty) and first == cdc_offsets(cdc_raw)
+        return (first,) if ok else None
 
-    return wait_until(settled, timeout_s, f"CDC idx offsets in {cdc_raw} to settle")
+    return wait_until(settled, timeout_s, f"CDC idx offsets in {cdc_raw} to settle")[0]
 
 
 def fold_new_cdc(cdc_raw: Path, before: dict[str, int], source: Any,

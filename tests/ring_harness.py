@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from materializer_harness import canonical, final_rows, oracle_rows, read_events
 from publisher_harness import AgentProcess
-from reference import cdc_offsets
+from reference import settled_offsets
 from support import http_get, wait_until
 from test_decode_random_workload import INT, P1, P2, PER_EXAMPLE, TEXT, statement
 
@@ -53,7 +52,7 @@ class RingPublishers:
         """Block until every agent has every record its node has synced acknowledged."""
         for n, agent in self.agents.items():
             node = self.ring.node(n)
-            offsets = _settled(node.cdc_raw_dir)
+            offsets = settled_offsets(node.cdc_raw_dir, allow_empty=True)
 
             def caught_up(agent: AgentProcess = agent, offsets: dict = offsets,
                           cdc_raw: Path = node.cdc_raw_dir) -> bool:
@@ -69,18 +68,6 @@ class RingPublishers:
                 return True
 
             wait_until(caught_up, timeout_s, f"node {n}'s agent to publish what it synced")
-
-
-def _settled(cdc_raw: Path, timeout_s: float = 60) -> dict[str, int]:
-    """The idx offsets of `cdc_raw` once two reads 2.2 s apart (two commit log syncs) agree;
-    empty when no segment holds CDC data (a restarted node before its first CDC write)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        first = cdc_offsets(cdc_raw)
-        time.sleep(2.2)
-        if first == cdc_offsets(cdc_raw):
-            return first
-        assert time.monotonic() < deadline, f"CDC idx offsets in {cdc_raw} did not settle"
 
 
 def pinned_sessions(ring: StackSettings) -> dict[int, Any]:
