@@ -19,7 +19,7 @@ demo: venv  ## start the local stack, run the demo workload, show what comes out
 	$(PY) deploy/local/demo.py --nodes $(NODES)
 
 test: venv  ## the whole suite: unit tests, then integration tests on the real stack
-	$(PY) -m pytest tests/unit tests/integration
+	$(PY) -m pytest --durations=40 tests/unit tests/integration
 
 unit: venv  ## unit tests only (no services)
 	$(PY) -m pytest tests/unit

@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from materializer_harness import canonical, final_rows, oracle_rows, read_events
 from publisher_harness import AgentProcess
 from reference import settled_offsets
 from support import http_get, wait_until
-from test_decode_random_workload import INT, P1, P2, PER_EXAMPLE, TEXT, statement
+from test_decode_random_workload import INT, P1, P2, TEXT, draw_statements, statement
 
 from shared.devstack.settings import StackSettings
 from shared.schema import TableSchema
@@ -127,10 +126,12 @@ class Workload:
 
 def run_ring_workload(sessions: dict[int, Any], ks: str, count: int, seed: int,
                       down: Callable[[], set[int]] = set,
-                      at: dict[int, Callable[[], None]] | None = None) -> Workload:
-    """About `count` random statements, each sent to a random node that is up at a random
-    consistency level (ALL only while every node is up); `at[i]` runs before statement i
-    and is taken out of `at` (what is left in it never ran)."""
+                      at: dict[int, Callable[[], None]] | None = None,
+                      cover: Sequence[str] = ()) -> Workload:
+    """About `count` random statements (each marker of `cover` in at least ten), each sent to
+    a random node that is up at a random consistency level (ALL only while every node is
+    up); `at[i]` runs before statement i and is taken out of `at` (what is left in it never
+    ran)."""
     from cassandra import ConsistencyLevel as CL
     from cassandra import Unavailable, WriteTimeout
     from cassandra.cluster import NoHostAvailable
@@ -139,37 +140,30 @@ def run_ring_workload(sessions: dict[int, Any], ks: str, count: int, seed: int,
     rng = random.Random(seed)
     hooks = at if at is not None else {}
     done = Workload()
-
-    @settings(max_examples=max(1, count // PER_EXAMPLE), deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(st.lists(ring_statement(ks), min_size=PER_EXAMPLE, max_size=PER_EXAMPLE))
-    def run(statements: list[str]) -> None:
-        for text in statements:
-            hook = hooks.pop(len(done.executed), None)
-            if hook is not None:
-                hook()
-            gone = down()
-            up = [n for n in sessions if n not in gone]
-            node = rng.choice(up)
-            levels = [CL.ONE, CL.QUORUM] + ([] if gone else [CL.ALL])
-            cl = rng.choice(levels)
-            for attempt in [node] + [n for n in up if n != node]:
-                try:
-                    sessions[attempt].execute(SimpleStatement(text, consistency_level=cl),
-                                              timeout=30)
-                except NoHostAvailable:
-                    continue  # the driver has not reconnected to a restarted node yet
-                except (Unavailable, WriteTimeout):
-                    # a replica just went down: the write may or may not have landed; either
-                    # way Cassandra's SELECT at ALL is the truth the events must meet
-                    done.unavailable += 1
-                node = attempt
-                break
-            else:
-                raise AssertionError(f"no node took {text!r}")
-            done.executed.append((node, CL.value_to_name[cl], text))
-
-    run()
+    for text in draw_statements(ring_statement(ks), count, cover):
+        hook = hooks.pop(len(done.executed), None)
+        if hook is not None:
+            hook()
+        gone = down()
+        up = [n for n in sessions if n not in gone]
+        node = rng.choice(up)
+        levels = [CL.ONE, CL.QUORUM] + ([] if gone else [CL.ALL])
+        cl = rng.choice(levels)
+        for attempt in [node] + [n for n in up if n != node]:
+            try:
+                sessions[attempt].execute(SimpleStatement(text, consistency_level=cl),
+                                          timeout=30)
+            except NoHostAvailable:
+                continue  # the driver has not reconnected to a restarted node yet
+            except (Unavailable, WriteTimeout):
+                # a replica just went down: the write may or may not have landed; either
+                # way Cassandra's SELECT at ALL is the truth the events must meet
+                done.unavailable += 1
+            node = attempt
+            break
+        else:
+            raise AssertionError(f"no node took {text!r}")
+        done.executed.append((node, CL.value_to_name[cl], text))
     return done
 
 
