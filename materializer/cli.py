@@ -103,6 +103,11 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
             if stopping:
                 return
     finally:
+        log.info("materializer run ended", extra={
+            "batches": int(progress.batches.get()),
+            "raw_records": int(progress.input_rows.get()),
+            "copies_dropped": int(progress.copies_dropped.get()),
+            "records_written": int(progress.output_rows.get())})
         if http is not None:
             http.shutdown()
         spark.stop()

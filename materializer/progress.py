@@ -30,6 +30,13 @@ class ProgressMetrics:
         self.state_rows = r.gauge(_P + "state_keys", "Keys (Cassandra partitions) in state")
         self.state_bytes = r.gauge(_P + "state_memory_bytes",
                                    "State store memory as Spark reports it")
+        self.copies_dropped = r.counter(
+            _P + "copies_dropped_total",
+            "Raw records dropped before Python as a copy of one already seen (dedupe window)")
+        self.dedupe_keys = r.gauge(_P + "dedupe_digests",
+                                   "Copy digests held for the dedupe window")
+        self.dedupe_bytes = r.gauge(_P + "dedupe_memory_bytes",
+                                    "Dedupe state memory as Spark reports it")
         self.lag = r.gauge(_P + "kafka_offsets_behind_latest",
                            "Raw records not read yet (summed over partitions, at batch end)")
         self.last_batch_id = r.gauge(_P + "last_batch_id", "Id of the last micro-batch")
@@ -63,10 +70,17 @@ class ProgressMetrics:
                                             .get("numOutputRows", 0) or 0)))
             self.batch_ms.set((progress.get("durationMs") or {}).get("triggerExecution", 0))
             self.rate.set(float(progress.get("processedRowsPerSecond") or 0.0))
+            self.copies_dropped.inc(sum(
+                int((op.get("customMetrics") or {}).get("numDroppedDuplicateRows", 0))
+                for op in progress.get("stateOperators") or [] if _is_dedupe(op)))
         self.last_batch_id.set(batch)
         operators = progress.get("stateOperators") or []
-        self.state_rows.set(sum(int(op.get("numRowsTotal", 0)) for op in operators))
-        self.state_bytes.set(sum(int(op.get("memoryUsedBytes", 0)) for op in operators))
+        keyed = [op for op in operators if not _is_dedupe(op)]
+        dedupe = [op for op in operators if _is_dedupe(op)]
+        self.state_rows.set(sum(int(op.get("numRowsTotal", 0)) for op in keyed))
+        self.state_bytes.set(sum(int(op.get("memoryUsedBytes", 0)) for op in keyed))
+        self.dedupe_keys.set(sum(int(op.get("numRowsTotal", 0)) for op in dedupe))
+        self.dedupe_bytes.set(sum(int(op.get("memoryUsedBytes", 0)) for op in dedupe))
         behind = [_offsets_behind(s) for s in progress.get("sources") or []]
         known = [b for b in behind if b is not None]
         if known:
@@ -79,6 +93,10 @@ class ProgressMetrics:
     def status(self) -> dict[str, Any]:
         """The last progress report as Spark gave it (for /status)."""
         return {"last_progress": self.last}
+
+
+def _is_dedupe(operator: dict[str, Any]) -> bool:
+    return str(operator.get("operatorName", "")).startswith("dedupe")
 
 
 def _offsets_behind(source: dict[str, Any]) -> float | None:

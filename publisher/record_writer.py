@@ -11,11 +11,14 @@ ttl / deletion time / tombstone of a plain live cell) are encoded once, not per 
 from __future__ import annotations
 
 from collections.abc import Callable
+from hashlib import blake2b
 
 from publisher.commitlog.model import Cell, DeletionTime, Mutation, PartitionUpdate, Row
 from publisher.splitter import SourceInfo, range_records
 from shared.rowupdate import (
+    DIGEST_SIZE,
     FALSE,
+    FORMAT_VERSION,
     KIND,
     NULL,
     SMALL_LIMIT,
@@ -29,6 +32,7 @@ from shared.rowupdate import (
 )
 from shared.schema import TableSchema
 
+VERSION = bytes([FORMAT_VERSION])
 _EMPTY_ARRAY = b"\x00"
 _NO_RANGE = NULL
 _ROW, _STATIC_ROW = KIND["ROW"], KIND["STATIC_ROW"]
@@ -55,7 +59,7 @@ class RecordWriter:
                              + avro_long(source.messaging_version))
 
     def records(self, mutation: Mutation) -> list[tuple[PartitionUpdate, bytes]]:
-        """(update, encoded RowUpdate) for each record of `mutation`, in split order."""
+        """(update, raw-topic value) for each record of `mutation`, in split order."""
         out: list[tuple[PartitionUpdate, bytes]] = []
         index = 0
         position = avro_long(mutation.position)
@@ -84,24 +88,28 @@ class RecordWriter:
                 if update.markers:
                     bodies.extend(_range_body(rec) for rec in range_records(update.markers))
                 for body in bodies:
-                    out.append((update, b"".join((prefix, key_size, key, body, head, position,
-                                                  avro_long(index), tail))))
+                    content = b"".join((prefix, key_size, key, body))
+                    out.append((update, b"".join((
+                        VERSION, blake2b(content, digest_size=DIGEST_SIZE).digest(), content,
+                        head, position, avro_long(index), tail))))
                     index += 1
             for row in update.rows:  # the common case: one list, one join per record
                 parts = [prefix, key_size, key]
                 row_into(parts, row, _ROW)
-                parts += (head, position,
-                          SMALL_LONGS[index + index] if index < SMALL_LIMIT else avro_long(index),
-                          tail)
-                out.append((update, b"".join(parts)))
+                content = b"".join(parts)
+                out.append((update, b"".join((
+                    VERSION, blake2b(content, digest_size=DIGEST_SIZE).digest(), content,
+                    head, position,
+                    SMALL_LONGS[index + index] if index < SMALL_LIMIT else avro_long(index),
+                    tail))))
                 index += 1
         return out
 
     def _table_prefix(self, table: TableSchema) -> bytes:
-        """Format version byte, table id, keyspace, table, schema hash."""
+        """Table id, keyspace, table, schema hash: the Avro record's first fields."""
         entry = self._prefix.get(id(table))
         if entry is None or entry[0] is not table:
-            raw = (b"\x01" + table.id.bytes + avro_string(table.keyspace)
+            raw = (table.id.bytes + avro_string(table.keyspace)
                    + avro_string(table.table) + avro_string(self.schema_hash(table)))
             entry = self._prefix[id(table)] = (table, raw)
         return entry[1]

@@ -37,13 +37,29 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+class TextFormatter(logging.Formatter):
+    """Time, level, logger, message, then the `extra=` fields as key=value."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render the record as one text line (plus a traceback, if any)."""
+        line = super().format(record)
+        extras = " ".join(f"{k}={v}" for k, v in vars(record).items() if k not in _RESERVED)
+        if not extras:
+            return line
+        head, sep, rest = line.partition("\n")
+        return f"{head} {extras}{sep}{rest}"
+
+
 def setup_logging(level: str = "INFO", fmt: str = "json") -> None:
     """Configure the root logger once: `fmt` is "json" or "text"; output goes to stderr."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        handler.setFormatter(TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

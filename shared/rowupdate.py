@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import io
+from hashlib import blake2b
 from typing import Any
 
 import fastavro
 
-FORMAT_VERSION = 1  # the leading byte of every raw-topic value
+# The leading byte of every raw-topic value: 2 (what this version writes) = the byte, the
+# copy digest (DIGEST_SIZE bytes), the Avro RowUpdate; 1 (still read) = the byte, the Avro.
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
+# The copy digest: BLAKE2b-128 of the Avro bytes before the trailing `source` block.
+# Replicas' copies of one write are byte-identical there (the coordinator fixes timestamps,
+# TTLs and local deletion/expiration times before it sends the mutation; a hint replays
+# the same bytes), so equal digests mean equal content and merging a second copy can change
+# nothing: the materializer drops such copies before Python (design §4). A read repair is a
+# mutation of its own, with its own digest. At a fixed offset, so Spark reads it as
+# substring(value, 2, 16) without decoding anything.
+DIGEST_SIZE = 16
 KINDS = ["ROW", "STATIC_ROW", "PARTITION_DELETION", "RANGE_TOMBSTONE", "SNAPSHOT_ROW"]
 
 _VALUES = {"type": "array", "items": ["null", "bytes"]}
@@ -78,11 +90,22 @@ class RecordFormatError(ValueError):
 
 
 def encode_with_fastavro(record: dict[str, Any]) -> bytes:
-    """Version byte + schemaless Avro of one RowUpdate dict, by fastavro (the reference)."""
+    """The raw-topic value of one RowUpdate dict, the Avro by fastavro (the reference)."""
     buf = io.BytesIO()
-    buf.write(bytes([FORMAT_VERSION]))
     fastavro.schemaless_writer(buf, SCHEMA, record)
-    return buf.getvalue()
+    avro = buf.getvalue()
+    content = avro[:len(avro) - len(encode_source(record["source"]))]
+    return bytes([FORMAT_VERSION]) + blake2b(content, digest_size=DIGEST_SIZE).digest() + avro
+
+
+def avro_start(value: bytes) -> int:
+    """Where the Avro RowUpdate starts in a raw-topic value of a known format version."""
+    if value and value[0] == 2:
+        return 1 + DIGEST_SIZE
+    if value and value[0] == 1:
+        return 1
+    raise RecordFormatError(f"unknown RowUpdate format version "
+                            f"{value[0] if value else None} (reads {READ_VERSIONS})")
 
 
 # ---- a hand-specialised writer for this one schema ------------------------------------------
@@ -168,8 +191,8 @@ def _deletion(d: dict[str, Any] | None) -> bytes:
 
 
 def encode(record: dict[str, Any]) -> bytes:
-    """Version byte + schemaless Avro of one RowUpdate dict (same bytes as fastavro)."""
-    parts = [b"\x01", record["table_id"], avro_string(record["keyspace"]),
+    """The raw-topic value of one RowUpdate dict (the same bytes as fastavro's Avro)."""
+    parts = [record["table_id"], avro_string(record["keyspace"]),
              avro_string(record["table"]), avro_string(record["schema_hash"]),
              _bytes(record["partition_key"]), avro_values(record["clustering"]),
              KIND[record["kind"]], _deletion(record["deletion"]),
@@ -208,19 +231,34 @@ def encode(record: dict[str, Any]) -> bytes:
             parts += [avro_string(d["column"]), avro_long(d["marked_for_delete_at"]),
                       avro_opt_long(d["local_deletion_time"])]
     parts.append(b"\x00")
-    src = record["source"]
-    parts += [avro_string(src["host"]), avro_string(src["datacenter"]), avro_string(src["file"]),
-              avro_long(src["segment_id"]), avro_long(src["position"]), avro_long(src["index"]),
-              avro_long(src["commitlog_version"]), avro_long(src["messaging_version"])]
-    return b"".join(parts)
+    content = b"".join(parts)
+    return b"".join((bytes([FORMAT_VERSION]),
+                     blake2b(content, digest_size=DIGEST_SIZE).digest(), content,
+                     encode_source(record["source"])))
+
+
+def encode_source(src: dict[str, Any]) -> bytes:
+    """The trailing `source` block of a RowUpdate: the only part that differs between the
+    replicas' copies of one write."""
+    return b"".join((avro_string(src["host"]), avro_string(src["datacenter"]),
+                     avro_string(src["file"]), avro_long(src["segment_id"]),
+                     avro_long(src["position"]), avro_long(src["index"]),
+                     avro_long(src["commitlog_version"]), avro_long(src["messaging_version"])))
+
+
+def digest_of(value: bytes) -> bytes:
+    """The copy digest of a raw-topic value (computed for format 1, which carries none)."""
+    if value and value[0] == 2:
+        return value[1:1 + DIGEST_SIZE]
+    avro = value[avro_start(value):]
+    size = len(encode_source(decode(value)["source"]))
+    return blake2b(avro[:len(avro) - size], digest_size=DIGEST_SIZE).digest()
 
 
 def decode(value: bytes) -> dict[str, Any]:
     """The RowUpdate dict of one raw-topic value."""
-    if not value or value[0] != FORMAT_VERSION:
-        raise RecordFormatError(f"unknown RowUpdate format version "
-                                f"{value[0] if value else None} (expected {FORMAT_VERSION})")
+    start = avro_start(value)
     try:
-        return fastavro.schemaless_reader(io.BytesIO(value[1:]), SCHEMA, None)
+        return fastavro.schemaless_reader(io.BytesIO(value[start:]), SCHEMA, None)
     except (EOFError, ValueError, IndexError) as exc:
         raise RecordFormatError(f"undecodable RowUpdate: {exc}") from exc

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.rowupdate import FORMAT_VERSION, KINDS, RecordFormatError
+from shared.rowupdate import KINDS, RecordFormatError, avro_start
 
 
 def read_row_update(value: bytes) -> dict[str, Any]:
-    """The RowUpdate dict of one raw-topic value (format byte + schemaless Avro)."""
-    if not value or value[0] != FORMAT_VERSION:
-        raise RecordFormatError(f"unknown RowUpdate format version "
-                                f"{value[0] if value else None} (expected {FORMAT_VERSION})")
+    """The RowUpdate dict of one raw-topic value (format 1 or 2)."""
+    start = avro_start(value)
     try:
-        rec, end = _read(value)
+        rec, end = _read(value, start)
     except (IndexError, ValueError, UnicodeDecodeError) as exc:
         raise RecordFormatError(f"undecodable RowUpdate: {exc}") from exc
     if end != len(value):
@@ -29,8 +27,8 @@ def read_row_update(value: bytes) -> dict[str, Any]:
 _STRINGS: dict[bytes, str] = {}  # names repeat in every record: decode each once
 
 
-def _read(b: bytes) -> tuple[dict[str, Any], int]:
-    p = 1
+def _read(b: bytes, start: int) -> tuple[dict[str, Any], int]:
+    p = start
 
     def long() -> int:
         nonlocal p
@@ -100,10 +98,10 @@ def _read(b: bytes) -> tuple[dict[str, Any], int]:
     def opt_long() -> int | None:
         return long() if union() else None
 
-    if len(b) < 17:
+    if len(b) < start + 16:
         raise ValueError("shorter than a table id")
-    table_id = b[1:17]
-    p = 17
+    table_id = b[start:start + 16]
+    p = start + 16
     rec: dict[str, Any] = {"table_id": table_id, "keyspace": string(), "table": string(),
                            "schema_hash": string(), "partition_key": raw(),
                            "clustering": values()}

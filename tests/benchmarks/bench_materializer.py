@@ -186,6 +186,8 @@ cfg.spark.master, cfg.spark.checkpoint = f"local[{cores}]", Path(ckpt)
 cfg.spark.shuffle_partitions = int(os.environ.get("BENCH_SHUFFLE") or cores)
 cfg.spark.driver_memory = "2g"
 cfg.spark.batched_state = api != "stock"
+if os.environ.get("BENCH_DEDUPE_S"):
+    cfg.spark.dedupe_window_s = int(os.environ["BENCH_DEDUPE_S"])
 spark = job.session(cfg, available_now=True)
 spark.sparkContext.setLogLevel("ERROR")
 if api in ("tws", "stock"):
@@ -226,12 +228,15 @@ def _publish(bootstrap: str, prefix: str) -> int:
 
 
 def _run_job(stack, api: str, cores: int, prefix: str, ckpt: Path, per_batch: int,
-             *extra: str, partitions: int | None = None) -> list[tuple[int, int]]:
+             *extra: str, partitions: int | None = None,
+             dedupe_s: int | None = None) -> list[tuple[int, int]]:
     """The job over what the raw topics hold now: (rows, ms) of each non-empty batch;
-    `partitions`: spark.shuffle_partitions (default: as many as cores)."""
+    `partitions`: spark.shuffle_partitions (default: as many as cores); `dedupe_s`:
+    spark.dedupe_window_s (default: the job's own)."""
     here = Path(__file__).parent
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), os.getcwd()]),
-               BENCH_SHUFFLE=str(partitions or ""))
+               BENCH_SHUFFLE=str(partitions or ""),
+               BENCH_DEDUPE_S="" if dedupe_s is None else str(dedupe_s))
     out = subprocess.run([sys.executable, "-c", RUN, api, str(cores), stack.bootstrap_servers,
                           prefix, str(ckpt), str(per_batch), *extra],
                          env=env, capture_output=True, text=True, timeout=1800)

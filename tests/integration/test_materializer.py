@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 import time
 import uuid
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException, Producer
@@ -37,6 +39,7 @@ from test_decode_random_workload import create_workload_tables, run_workload
 from materializer.avro_envelope import decode, schemas_from_topic
 from materializer.envelope import EnvelopeWriter
 from publisher.schema_source import read_system_schema
+from shared import rowupdate
 from shared.devstack.settings import StackSettings, repo_root
 from shared.kafka_topics import TopicCreator, read_to_end
 from shared.schema import catalog_from_json
@@ -54,10 +57,11 @@ def workload(stack: StackSettings, cql, tmp_path_factory):
                 "{'class': 'SimpleStrategy', 'replication_factor': 1}")
     create_workload_tables(cql, ks)
     before = cdc_offsets(stack.cdc_raw_dir)
-    executed = run_workload(cql, ks, STATEMENTS)
+    cover = ("INSERT", "DELETE FROM", "c1 >", "USING TTL", "TIMESTAMP", "m[", "u.a", ".ctr",
+             "BATCH")
+    executed = run_workload(cql, ks, STATEMENTS, cover=cover)
     assert len(executed) >= 2000
-    for marker in ("INSERT", "DELETE FROM", "c1 >", "USING TTL", "TIMESTAMP", "m[", "u.a",
-                   ".ctr", "BATCH"):
+    for marker in cover:
         assert sum(marker in c for c in executed) >= 10, marker
     work = tmp_path_factory.mktemp("materializer")
     prefix = f"m{uuid.uuid4().hex[:8]}"
@@ -119,10 +123,14 @@ def test_partitions_kept_in_pages_end_at_what_cassandra_returns(stack, cql, work
     assert report["widest"][0]["pages"] >= 3  # more than 4 rows: split into pages of 2
 
 
-def _copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int) -> int:
+def _copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
+              replicas: bool = False, late: float = 0.0, stats: dict | None = None) -> int:
     """Re-publish every raw record `copies` times, shuffled within its key (the schema topic
-    as is): what several replicas with different timing would produce. Returns the number
-    of raw records written."""
+    as is): what several replicas with different timing would produce. `replicas`: copy i
+    comes from node-i (its own `source` block), as three publishers send it; `late`: that
+    share of the keys has its last copy of each record moved to the end of the topic.
+    Returns the number of raw records written; `stats` gets the distinct copy digests
+    written and the copies moved to the end."""
     creator = TopicCreator(stack.bootstrap_servers, 3, 1)
     producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "acks": "all"})
     topics = [t for t in creator.admin.list_topics(timeout=10).topics
@@ -135,14 +143,41 @@ def _copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int) -
             by_key[msg.key()].append(msg.value())
         out_topic = dst_prefix + topic[len(src_prefix):]
         creator.ensure(out_topic, compacted=out_topic.endswith(".schemas"))
+        tail: list[tuple[bytes, bytes]] = []
         for key, values in by_key.items():
-            many = values * (copies if ".raw." in topic else 1)
+            if ".raw." not in topic:
+                many = values
+            elif replicas:
+                many = [_as_replica(v, node) for v in values for node in range(1, copies + 1)]
+            else:
+                many = values * copies
             rnd.shuffle(many)
+            if replicas and rnd.random() < late:
+                seen: set[bytes] = set()
+                for v in reversed(many):  # the last copy of each record goes to the tail
+                    digest = rowupdate.digest_of(v)
+                    if digest not in seen:
+                        seen.add(digest)
+                        tail.append((key, v))
+                many = [v for v in many if (key, v) not in tail]
             for v in many:
                 producer.produce(out_topic, key=key, value=v)
-                total += ".raw." in topic
+        for key, v in tail:
+            producer.produce(out_topic, key=key, value=v)
+        if stats is not None and ".raw." in topic:
+            stats["late"] = stats.get("late", 0) + len(tail)
+            stats.setdefault("digests", set()).update(
+                rowupdate.digest_of(v) for values in by_key.values() for v in values)
+        total += sum(len(v) for v in by_key.values()) * copies if ".raw." in topic else 0
     assert producer.flush(60) == 0
     return total
+
+
+def _as_replica(value: bytes, node: int) -> bytes:
+    record = rowupdate.decode(value)
+    source = {**record["source"], "host": f"node-{node}", "file": f"CommitLog-7-{node}.log",
+              "position": record["source"]["position"] + node}
+    return rowupdate.encode({**record, "source": source})
 
 
 def _streams(stack, prefix: str, ks: str) -> dict[str, list]:
@@ -155,16 +190,78 @@ def _streams(stack, prefix: str, ks: str) -> dict[str, list]:
 
 
 def test_three_shuffled_copies_give_the_same_events_as_one(stack, cql, workload) -> None:
+    """The same records sent three times, shuffled within their key, the copy dedupe off
+    (every copy reaches the merge): the events are those of one copy."""
     ks, work = workload["ks"], workload["work"]
     once, thrice = f"o{uuid.uuid4().hex[:8]}", f"t{uuid.uuid4().hex[:8]}"
     _copy_raw(stack, workload["prefix"], once, 1, seed=1)
     assert _copy_raw(stack, workload["prefix"], thrice, 3, seed=2) > 6000
     for prefix in (once, thrice):
-        run_materializer(materializer_command(stack, prefix, work / f"ckpt-{prefix}"),
+        run_materializer(materializer_command(stack, prefix, work / f"ckpt-{prefix}",
+                                              "spark.dedupe_window_s=0"),
                          work / f"{prefix}.log")
     one, three = _streams(stack, once, ks), _streams(stack, thrice, ks)
     assert len(one) >= 20
     assert one == three
+
+
+def test_copy_dedupe_changes_no_event(stack, cql, workload) -> None:
+    """Three replicas' copies of every record (own `source` blocks, one digest), shuffled,
+    a fifth of the keys with their last copies at the end of the topic: the job with the
+    JVM-side dedupe (a 1 s window, small micro-batches, so those copies come after it) and
+    without it write the same events (which replica's copy made each may differ: any copy
+    may), and they end at Cassandra's rows."""
+    ks, work = workload["ks"], workload["work"]
+    prefix = f"d{uuid.uuid4().hex[:8]}"
+    stats: dict = {}
+    sent = _copy_raw(stack, workload["prefix"], prefix, 3, seed=5, replicas=True, late=0.2,
+                     stats=stats)
+    # every record's copies but one can go; a workload can also write one record twice
+    # (the same statement, explicit timestamp, same second): those are copies too
+    droppable = sent - len(stats["digests"])
+    assert sent > 6000 and stats["late"] > 50
+    logs = {}
+    for name, window in (("on", 1), ("off", 0)):
+        out = f"{prefix}{name}"
+        _copy_raw(stack, prefix, out, 1, seed=6)  # the same records, in the same order
+        logs[name] = work / f"{out}.log"
+        run_materializer(materializer_command(stack, out, work / f"ckpt-{out}",
+                                              f"spark.dedupe_window_s={window}",
+                                              "kafka.max_offsets_per_trigger=1500"),
+                         logs[name])
+    on, off = (_events(stack, f"{prefix}{n}", ks) for n in ("on", "off"))
+    assert len(on) >= 20 and on == off
+    dropped = _dropped(logs["on"])
+    assert _dropped(logs["off"]) == 0
+    # the copies that came within the window stopped before Python (a key's records are
+    # side by side in its partition: its copies meet in one micro-batch or the next); some
+    # of the late ones came after the window and merged, harmlessly
+    assert droppable - stats["late"] <= dropped < droppable, (dropped, droppable, stats["late"])
+    _compare(stack, cql, workload, f"{prefix}on")
+
+
+# what names the copy that made an event (any of the replicas' copies may): left out
+_COPY = ("host", "datacenter", "file", "pos", "index", "kafka_topic", "kafka_partition",
+         "kafka_offset")
+
+
+def _events(stack, prefix: str, ks: str) -> dict[str, list]:
+    """Per key: its events, without processing time and without which copy made them."""
+    out: dict[str, list] = defaultdict(list)
+    for name in ("r", "ctr"):
+        for _p, _o, key, value in read_events(stack.bootstrap_servers, f"{prefix}.{ks}.{name}"):
+            if value is not None:
+                source = {k: v for k, v in value["source"].items() if k not in _COPY}
+                value = {**value, "source": source, "ts_ms": None}
+            out[f"{name} {canonical(key)}"].append(value)
+    return out
+
+
+def _dropped(log: Path) -> int:
+    """The copies the run's end line counts as dropped."""
+    line = next(line for line in reversed(log.read_text().splitlines())
+                if "materializer run ended" in line)
+    return int(re.search(r"copies_dropped=(\d+)", line).group(1))
 
 
 def test_killed_job_resumes_from_its_checkpoint(stack, cql, workload) -> None:

@@ -37,6 +37,22 @@ def test_new_reports_are_counted_once_and_idle_reports_add_nothing() -> None:
     assert "casscade_materializer_kafka_offsets_behind_latest 0" in text
 
 
+def test_dedupe_operator_is_counted_apart_from_the_key_state() -> None:
+    """The copy dedupe's digests are not Cassandra partitions: its state and its dropped
+    copies have metrics of their own."""
+    m = ProgressMetrics(Registry())
+    r = report(2, 90, "2026-11-22T10:00:00.000Z", 10, 10)
+    r["stateOperators"] = [
+        {"operatorName": "transformWithStateExec", "numRowsTotal": 30, "memoryUsedBytes": 100},
+        {"operatorName": "dedupeWithinWatermark", "numRowsTotal": 31, "memoryUsedBytes": 900,
+         "customMetrics": {"numDroppedDuplicateRows": 60}}]
+    m.observe(r)
+    m.observe({**r, "numInputRows": 0, "timestamp": "2026-11-22T10:00:09.000Z"})  # idle
+    assert (m.state_rows.get(), m.state_bytes.get()) == (30, 100)
+    assert (m.dedupe_keys.get(), m.dedupe_bytes.get()) == (31, 900)
+    assert m.copies_dropped.get() == 60 and m.input_rows.get() == 90
+
+
 def test_lag_sums_every_partition_behind_its_latest_offset() -> None:
     m = ProgressMetrics(Registry())
     m.observe(report(3, 5, "2026-11-22T10:00:00.000Z", 10, 25))

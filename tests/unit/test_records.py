@@ -116,3 +116,36 @@ def test_writer_fast_and_general_cell_paths_agree_with_the_reference() -> None:
         for (_, record), (_, fast) in zip(pairs, writer.records(m), strict=True):
             assert fast == rowupdate.encode_with_fastavro(record)
     assert changed > 100
+
+
+def test_replica_copies_share_a_digest_and_nothing_else_does() -> None:
+    """The copy digest (bytes 2-17 of a format-2 value) leaves out `source` only: the same
+    mutation read from two replicas' logs has one digest per record; any other difference
+    (a value, a TTL, a local deletion time, the record's key) changes it. A format-1 value
+    (no digest in it) still reads, and its digest is computed the same way."""
+    segment, mutations = _mutations("v7")
+    one = RecordWriter(SourceInfo("node-1", "dc1", segment.name, 7, 7, 12), lambda t: "h")
+    two = RecordWriter(SourceInfo("node-two", "dc2", "CommitLog-7-99.log", 99, 7, 12),
+                       lambda t: "h")
+    digests = []
+    for m in mutations:
+        a, b = one.records(m), two.records(m)
+        assert [v for _, v in a] != [v for _, v in b]
+        assert [rowupdate.digest_of(v) for _, v in a] == [rowupdate.digest_of(v) for _, v in b]
+        digests += [rowupdate.digest_of(v) for _, v in a]
+    assert len(digests) > 100 and all(len(d) == 16 for d in digests)
+    # distinct records (every record of a fixture differs in key, clustering or content)
+    assert len(set(digests)) == len(digests)
+    record = rowupdate.decode(one.records(mutations[0])[0][1])
+    base = rowupdate.digest_of(rowupdate.encode(record))
+    for change in ({"partition_key": record["partition_key"] + b"x"},
+                   {"liveness": {"timestamp": 1, "ttl": 60, "local_expiration_time": 9}},
+                   {"deletion": {"marked_for_delete_at": 5, "local_deletion_time": 6}}):
+        assert rowupdate.digest_of(rowupdate.encode({**record, **change})) != base
+    moved = {**record, "source": {**record["source"], "position": 1, "index": 3}}
+    assert rowupdate.digest_of(rowupdate.encode(moved)) == base
+    v1 = b"\x01" + rowupdate.encode(record)[1 + rowupdate.DIGEST_SIZE:]
+    assert rowupdate.decode(v1) == record
+    assert rowupdate.digest_of(v1) == base
+    with pytest.raises(rowupdate.RecordFormatError, match="format version 3"):
+        rowupdate.decode(b"\x03" + v1[1:])
