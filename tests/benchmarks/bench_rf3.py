@@ -28,8 +28,8 @@ CHANGES = int(os.environ.get("RF3_CHANGES", "60000"))
 KEYS = int(os.environ.get("RF3_KEYS", "20000"))
 PER_BATCH = int(os.environ.get("RF3_BATCH", "60000"))
 SHUFFLE = int(os.environ.get("RF3_SHUFFLE", "3000"))
-RUNS = [(window, int(cores)) for window, cores in (r.split(":") for r in os.environ.get(
-    "RF3_RUNS", "120:2,0:2,120:1").split(","))]
+RUNS = [(int(window), int(cores)) for window, cores in (r.split(":") for r in os.environ.get(
+    "RF3_RUNS", "120:2,0:2,120:1,0:1").split(","))]
 
 
 def copies(key: int, version: int) -> list[tuple[bytes, bytes]]:

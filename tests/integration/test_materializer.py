@@ -87,42 +87,6 @@ def _compare(stack, cql, workload, prefix: str) -> None:
     assert not problems, f"{len(problems)} keys differ:\n" + "\n".join(problems[:8])
 
 
-def test_events_end_at_what_cassandra_returns(stack, cql, workload) -> None:
-    prefix = workload["prefix"]
-    work = workload["work"]
-    run_materializer(materializer_command(stack, prefix, work / "ckpt-main"),
-                     work / "main.log")
-    _compare(stack, cql, workload, prefix)
-    events = read_events(stack.bootstrap_servers, f"{prefix}.{workload['ks']}.r")
-    ops = defaultdict(int)
-    for *_, value in events:
-        ops[value["op"] if value else "tombstone"] += 1
-        if value and value["op"] in ("u", "d"):
-            assert value["before"] is not None  # a complete before image
-    assert ops["c"] and ops["u"] and ops["d"] and ops["tombstone"] == ops["d"], dict(ops)
-
-
-def test_partitions_kept_in_pages_end_at_what_cassandra_returns(stack, cql, workload) -> None:
-    """Pages of 2 rows: the workload's partitions (up to 18 rows, static columns, range and
-    partition deletes, TTLs) page, split and fold back, through the real state store; three
-    shuffled copies of every record, as replicas would send them."""
-    prefix, work = f"g{uuid.uuid4().hex[:8]}", workload["work"]
-    _copy_raw(stack, workload["prefix"], prefix, 3, seed=7)
-    run_materializer(materializer_command(stack, prefix, work / "ckpt-pages",
-                                          "spark.state_page_rows=2"), work / "pages.log")
-    _compare(stack, cql, workload, prefix)
-    # the state really is in pages: `casscade materializer state` reads the checkpoint
-    cmd = [sys.executable, "-m", "shared.cli", "materializer", "state", "--top", "3",
-           "--set", f"spark.checkpoint={work / 'ckpt-pages'}", "--set", "log.format=text"]
-    out = subprocess.run(cmd, cwd=repo_root(), capture_output=True, text=True, timeout=300,
-                         start_new_session=True)
-    assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout)
-    rows = report["topics"][f"{prefix}.raw.{workload['ks']}.r"]
-    assert rows["partitions"] >= 5 and rows["pages"] >= 3, report
-    assert report["widest"][0]["pages"] >= 3  # more than 4 rows: split into pages of 2
-
-
 def _copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
               replicas: bool = False, late: float = 0.0, stats: dict | None = None) -> int:
     """Re-publish every raw record `copies` times, shuffled within its key (the schema topic
@@ -180,66 +144,6 @@ def _as_replica(value: bytes, node: int) -> bytes:
     return rowupdate.encode({**record, "source": source})
 
 
-def _streams(stack, prefix: str, ks: str) -> dict[str, list]:
-    """Per key: its events' (op, before, after), source positions left out."""
-    out: dict[str, list] = defaultdict(list)
-    for _p, _o, key, value in read_events(stack.bootstrap_servers, f"{prefix}.{ks}.r"):
-        out[canonical(key)].append(None if value is None else
-                                   (value["op"], value["before"], value["after"]))
-    return out
-
-
-def test_three_shuffled_copies_give_the_same_events_as_one(stack, cql, workload) -> None:
-    """The same records sent three times, shuffled within their key, the copy dedupe off
-    (every copy reaches the merge): the events are those of one copy."""
-    ks, work = workload["ks"], workload["work"]
-    once, thrice = f"o{uuid.uuid4().hex[:8]}", f"t{uuid.uuid4().hex[:8]}"
-    _copy_raw(stack, workload["prefix"], once, 1, seed=1)
-    assert _copy_raw(stack, workload["prefix"], thrice, 3, seed=2) > 6000
-    for prefix in (once, thrice):
-        run_materializer(materializer_command(stack, prefix, work / f"ckpt-{prefix}",
-                                              "spark.dedupe_window_s=0"),
-                         work / f"{prefix}.log")
-    one, three = _streams(stack, once, ks), _streams(stack, thrice, ks)
-    assert len(one) >= 20
-    assert one == three
-
-
-def test_copy_dedupe_changes_no_event(stack, cql, workload) -> None:
-    """Three replicas' copies of every record (own `source` blocks, one digest), shuffled,
-    a fifth of the keys with their last copies at the end of the topic: the job with the
-    JVM-side dedupe (a 1 s window, small micro-batches, so those copies come after it) and
-    without it write the same events (which replica's copy made each may differ: any copy
-    may), and they end at Cassandra's rows."""
-    ks, work = workload["ks"], workload["work"]
-    prefix = f"d{uuid.uuid4().hex[:8]}"
-    stats: dict = {}
-    sent = _copy_raw(stack, workload["prefix"], prefix, 3, seed=5, replicas=True, late=0.2,
-                     stats=stats)
-    # every record's copies but one can go; a workload can also write one record twice
-    # (the same statement, explicit timestamp, same second): those are copies too
-    droppable = sent - len(stats["digests"])
-    assert sent > 6000 and stats["late"] > 50
-    logs = {}
-    for name, window in (("on", 1), ("off", 0)):
-        out = f"{prefix}{name}"
-        _copy_raw(stack, prefix, out, 1, seed=6)  # the same records, in the same order
-        logs[name] = work / f"{out}.log"
-        run_materializer(materializer_command(stack, out, work / f"ckpt-{out}",
-                                              f"spark.dedupe_window_s={window}",
-                                              "kafka.max_offsets_per_trigger=1500"),
-                         logs[name])
-    on, off = (_events(stack, f"{prefix}{n}", ks) for n in ("on", "off"))
-    assert len(on) >= 20 and on == off
-    dropped = _dropped(logs["on"])
-    assert _dropped(logs["off"]) == 0
-    # the copies that came within the window stopped before Python (a key's records are
-    # side by side in its partition: its copies meet in one micro-batch or the next); some
-    # of the late ones came after the window and merged, harmlessly
-    assert droppable - stats["late"] <= dropped < droppable, (dropped, droppable, stats["late"])
-    _compare(stack, cql, workload, f"{prefix}on")
-
-
 # what names the copy that made an event (any of the replicas' copies may): left out
 _COPY = ("host", "datacenter", "file", "pos", "index", "kafka_topic", "kafka_partition",
          "kafka_offset")
@@ -262,6 +166,98 @@ def _dropped(log: Path) -> int:
     line = next(line for line in reversed(log.read_text().splitlines())
                 if "materializer run ended" in line)
     return int(re.search(r"copies_dropped=(\d+)", line).group(1))
+
+
+@pytest.fixture(scope="module")
+def one_copy(stack, workload) -> str:
+    """The job over the workload's records as published (one copy each); its prefix."""
+    prefix, work = workload["prefix"], workload["work"]
+    run_materializer(materializer_command(stack, prefix, work / "ckpt-main"),
+                     work / "main.log")
+    return prefix
+
+
+def test_events_end_at_what_cassandra_returns(stack, cql, workload, one_copy) -> None:
+    _compare(stack, cql, workload, one_copy)
+    events = read_events(stack.bootstrap_servers, f"{one_copy}.{workload['ks']}.r")
+    ops = defaultdict(int)
+    for *_, value in events:
+        ops[value["op"] if value else "tombstone"] += 1
+        if value and value["op"] in ("u", "d"):
+            assert value["before"] is not None  # a complete before image
+    assert ops["c"] and ops["u"] and ops["d"] and ops["tombstone"] == ops["d"], dict(ops)
+
+
+@pytest.fixture(scope="module")
+def replicas(stack, workload) -> dict:
+    """Three replicas' copies of every record (own `source` blocks, one digest), shuffled
+    within their key, a fifth of the keys with their last copies at the end of the topic;
+    then the job over them twice: with the copy dedupe off (every copy reaches the merge)
+    and rows in pages of 2, and with the dedupe on (a 1 s window and small micro-batches,
+    so the copies at the end come after it)."""
+    work = workload["work"]
+    prefix = f"d{uuid.uuid4().hex[:8]}"
+    stats: dict = {}
+    sent = _copy_raw(stack, workload["prefix"], prefix, 3, seed=5, replicas=True, late=0.2,
+                     stats=stats)
+    runs = {"off": ("spark.dedupe_window_s=0", "spark.state_page_rows=2"),
+            "on": ("spark.dedupe_window_s=1", "kafka.max_offsets_per_trigger=1500")}
+    for name, sets in runs.items():
+        out = f"{prefix}{name}"
+        _copy_raw(stack, prefix, out, 1, seed=6)  # the same records, in the same order
+        run_materializer(materializer_command(stack, out, work / f"ckpt-{name}", *sets),
+                         work / f"{name}.log")
+    return {"prefix": prefix, "sent": sent, "late": stats["late"],
+            "distinct": len(stats["digests"])}
+
+
+def test_partitions_kept_in_pages_end_at_what_cassandra_returns(stack, cql, workload,
+                                                                replicas) -> None:
+    """Pages of 2 rows: the workload's partitions (up to 18 rows, static columns, range and
+    partition deletes, TTLs) page, split and fold back, through the real state store, with
+    three shuffled copies of every record, all merged (the dedupe off)."""
+    prefix, work = f"{replicas['prefix']}off", workload["work"]
+    _compare(stack, cql, workload, prefix)
+    # the state really is in pages: `casscade materializer state` reads the checkpoint
+    cmd = [sys.executable, "-m", "shared.cli", "materializer", "state", "--top", "3",
+           "--set", f"spark.checkpoint={work / 'ckpt-off'}", "--set", "log.format=text"]
+    out = subprocess.run(cmd, cwd=repo_root(), capture_output=True, text=True, timeout=300,
+                         start_new_session=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout)
+    rows = report["topics"][f"{prefix}.raw.{workload['ks']}.r"]
+    assert rows["partitions"] >= 5 and rows["pages"] >= 3, report
+    assert report["widest"][0]["pages"] >= 3  # more than 4 rows: split into pages of 2
+
+
+def test_three_replicas_copies_give_the_events_of_one(stack, workload, one_copy,
+                                                      replicas) -> None:
+    """Every copy merged (the dedupe off): the events are those of one copy, except for
+    which replica's copy made each (any may)."""
+    ks = workload["ks"]
+    one = _events(stack, one_copy, ks)
+    assert len(one) >= 20
+    assert _events(stack, f"{replicas['prefix']}off", ks) == one
+
+
+def test_copy_dedupe_changes_no_event(stack, cql, workload, replicas) -> None:
+    """The JVM-side dedupe drops the copies that come within its window, merges the late
+    ones harmlessly, and the events are those without it; they end at Cassandra's rows."""
+    ks, work = workload["ks"], workload["work"]
+    on = _events(stack, f"{replicas['prefix']}on", ks)
+    assert len(on) >= 20 and on == _events(stack, f"{replicas['prefix']}off", ks)
+    # every record's copies but one can go; a workload can also write one record twice
+    # (the same statement, explicit timestamp, same second): those are copies too
+    droppable = replicas["sent"] - replicas["distinct"]
+    assert replicas["sent"] > 6000 and replicas["late"] > 50
+    assert _dropped(work / "off.log") == 0
+    # the copies that came within the window stopped before Python (a key's records are
+    # side by side in its partition: its copies meet in one micro-batch or the next); some
+    # of the late ones came after the window and merged
+    dropped = _dropped(work / "on.log")
+    assert droppable - replicas["late"] <= dropped < droppable, (dropped, droppable,
+                                                                 replicas["late"])
+    _compare(stack, cql, workload, f"{replicas['prefix']}on")
 
 
 def test_killed_job_resumes_from_its_checkpoint(stack, cql, workload) -> None:
@@ -288,8 +284,10 @@ def test_killed_job_resumes_from_its_checkpoint(stack, cql, workload) -> None:
     assert ks
 
 
-def test_spark_submit_script_runs_the_job(stack, cql, workload) -> None:
-    """deploy/spark/submit.sh: zipped code + connector jars through spark-submit."""
+@pytest.fixture(scope="module")
+def submitted(stack, workload) -> str:
+    """The job through deploy/spark/submit.sh (zipped code + connector jars through
+    spark-submit) writing Avro events without a registry, varints as strings; its prefix."""
     import os
 
     from shared.devstack.spark import kafka_connector_jars
@@ -304,22 +302,26 @@ def test_spark_submit_script_runs_the_job(stack, cql, workload) -> None:
            "--set", f"kafka.topic_prefix={prefix}",
            "--set", f"spark.checkpoint={work / 'ckpt-submit'}", "--set", "log.format=text",
            "--set", "spark.conf={\"spark.ui.enabled\": \"false\"}", "--set", "http.port=0",
+           "--set", "events.format=avro", "--set", "events.varint_mode=string",
            "--available-now"]
     out = subprocess.run(cmd, cwd=repo_root(), env=env, capture_output=True, text=True,
                          timeout=600, start_new_session=True)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    return prefix
+
+
+def test_spark_submit_script_runs_the_job(workload, submitted) -> None:
+    """deploy/spark/submit.sh packs the code and the job runs through spark-submit to its
+    end (its events are checked by the Avro test)."""
     assert (repo_root() / "build" / "casscade.zip").is_file()
-    _compare(stack, cql, workload, prefix)
+    commits = workload["work"] / "ckpt-submit" / "commits"
+    assert any(commits.glob("[0-9]*")), "no micro-batch committed"
 
 
-def test_avro_events_decode_to_what_cassandra_returns(stack, cql, workload) -> None:
+def test_avro_events_decode_to_what_cassandra_returns(stack, cql, workload, submitted) -> None:
     """events.format=avro without a registry: single-object encoding, schemas on their topic;
     varints as strings (the workload has varints beyond 64 bits)."""
-    prefix, work, ks = f"a{uuid.uuid4().hex[:8]}", workload["work"], workload["ks"]
-    _copy_raw(stack, workload["prefix"], prefix, 1, seed=5)
-    run_materializer(materializer_command(stack, prefix, work / "ckpt-avro",
-                                          "events.format=avro", "events.varint_mode=string"),
-                     work / "avro.log")
+    prefix, ks = submitted, workload["ks"]
     schemas = schemas_from_topic([(m.key(), m.value()) for m in read_to_end(
         stack.bootstrap_servers, f"{prefix}.avro-schemas")])
     assert len(schemas) >= 4  # key and value of both tables
@@ -368,6 +370,9 @@ def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path)
         assert _metric(text, "casscade_materializer_batches_total") >= raw / 1000
         assert _metric(text, "casscade_materializer_state_keys") >= 5  # partitions kept
         assert _metric(text, "casscade_materializer_output_rows_total") > 0
+        # the workload writes some records twice (same statement, timestamp and second)
+        assert _metric(text, "casscade_materializer_copies_dropped_total") > 0
+        assert _metric(text, "casscade_materializer_dedupe_digests") > 0
         wait_until(lambda: _metric(http_get(port, "/metrics")[1],
                                    "casscade_materializer_kafka_offsets_behind_latest") == 0,
                    60, "lag 0 once every raw record is read")
