@@ -8,13 +8,13 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
+from materializer import copy_dedupe
 from materializer.handler import EventSettings
 from materializer.processor import OUTPUT_SCHEMA, MaterializeProcessor, bucket_column
 from materializer.settings import MaterializerConfig
-from shared.rowupdate import DIGEST_SIZE, FORMAT_VERSION
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, GroupedData, SparkSession
+    from pyspark.sql import GroupedData, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
@@ -92,31 +92,6 @@ def _quiet_state_server(spark: SparkSession) -> None:
         STATE_SERVER_LOGGER, jvm.org.apache.logging.log4j.Level.ERROR)
 
 
-def drop_copies(raw: DataFrame, window_s: int) -> DataFrame:
-    """The raw records without the replicas' second and third copies of a write, dropped
-    in the JVM before any reaches Python: a record whose copy digest (bytes 2-17 of a
-    format-2 value, `shared.rowupdate`) was seen in the last `window_s` seconds goes no
-    further.
-
-    The window runs on processing time (the micro-batch's clock, never the records' own
-    timestamps), so no record is ever "late" to Spark and none is dropped for its age. A
-    copy that comes after the window is merged as before, and changes nothing: the window
-    trades dedupe state for Python work, never correctness. Format-1 records carry no
-    digest and stand for themselves (their Kafka position is their key).
-    """
-    from pyspark.sql import functions as F
-
-    value = F.col("value")
-    own = F.concat(F.lit(b"\x00"), F.encode(F.concat_ws("/", "topic", "partition", "offset"),
-                                            "UTF-8"))
-    digest = (F.when(F.substring(value, 1, 1) == F.lit(bytes([FORMAT_VERSION])),
-                     F.substring(value, 2, DIGEST_SIZE)).otherwise(own))
-    return (raw.withColumn("copy_digest", digest)
-            .withColumn("seen_at", F.current_timestamp())
-            .withWatermark("seen_at", f"{window_s} seconds")
-            .dropDuplicatesWithinWatermark(["copy_digest"]))
-
-
 def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = False,
           initial_state: GroupedData | None = None) -> StreamingQuery:
     """Start the query; `available_now` processes what is in Kafka now, then stops;
@@ -131,13 +106,13 @@ def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = Fa
         reader = reader.option("maxOffsetsPerTrigger", str(k.max_offsets_per_trigger))
     for key, value in k.consumer.items():
         reader = reader.option(f"kafka.{key}", value)
-    window = cfg.spark.dedupe_window_s
+    window = copy_dedupe.window_for(spark, cfg.spark.checkpoint, cfg.spark.dedupe_window_s)
     processor = MaterializeProcessor(k.bootstrap_servers, f"{k.topic_prefix}.schemas",
                                      event_settings(cfg), cfg.spark.batched_state,
                                      cfg.spark.state_page_rows)
     raw = reader.load()
     if window > 0:
-        raw = drop_copies(raw, window)
+        raw = copy_dedupe.drop_copies(raw, window)
     raw = raw.select("topic", "key", "value", "partition", "offset")
     events = (raw.withColumn("bucket", bucket_column(raw.key, cfg.spark.state_buckets))
               .groupBy("topic", "bucket")

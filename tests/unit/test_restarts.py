@@ -41,3 +41,4 @@ def test_metric_label_is_the_exception_class() -> None:
     assert short_reason("org.apache.kafka.common.errors.NotLeaderOrFollowerException: x") \
         == "NotLeaderOrFollowerException"
     assert short_reason("something odd") == "unknown"
+
