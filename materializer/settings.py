@@ -42,8 +42,9 @@ class SparkSettings:
     # checkpoint, like shuffle_partitions
     state_buckets: int = 64
     # replica copies whose digest was seen this many seconds before are dropped in the
-    # JVM, before Python (`job.drop_copies`); a later copy merges harmlessly. 0: off
-    dedupe_window_s: int = 120  # fixed when a checkpoint starts (materializer.copy_dedupe)
+    # JVM, before Python (`materializer.copy_dedupe`); a later copy merges harmlessly.
+    # 0: off. Whether a checkpoint has the dedupe is fixed when it starts
+    dedupe_window_s: int = 120
     batched_state: bool = True  # pipelined state-server calls (PySpark 4.2.0 internals)
     # a partition of more than twice this many rows keeps them in pages of this many, so a
     # batch reads and writes only the pages it can change; may change between runs
