@@ -218,29 +218,3 @@ def without_replays(events: list[tuple[int, int, dict, dict | None]]
             seen.add(ident)
             out.append((p, o, key, value))
     return out
-
-
-def copy_raw_topics(bootstrap: str, src_prefix: str, dst_prefix: str, keyspace: str) -> int:
-    """Copy one keyspace's raw topics and the schema topic to another prefix, record by
-    record in each partition's order (a second job over the same records); returns the raw
-    records copied."""
-    from confluent_kafka import Producer
-
-    from shared.kafka_topics import TopicCreator, read_to_end
-
-    creator = TopicCreator(bootstrap, 3, 1)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                         "enable.idempotence": True})
-    raw = f"{src_prefix}.raw.{keyspace}."
-    topics = [t for t in creator.admin.list_topics(timeout=10).topics
-              if t.startswith(raw) or t == f"{src_prefix}.schemas"]
-    total = 0
-    for topic in topics:
-        out = dst_prefix + topic[len(src_prefix):]
-        creator.ensure(out, compacted=out.endswith(".schemas"))
-        for msg in read_to_end(bootstrap, topic):
-            producer.produce(out, key=msg.key(), value=msg.value(),
-                             partition=msg.partition())
-            total += topic.startswith(raw)
-    assert producer.flush(60) == 0
-    return total

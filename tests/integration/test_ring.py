@@ -24,7 +24,6 @@ from materializer_harness import (
 from ring_harness import (
     RingPublishers,
     check_events,
-    copy_raw_topics,
     pinned_sessions,
     run_ring_workload,
     session_at_all,
@@ -95,14 +94,55 @@ def _materialize(env, name: str, *sets: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def staged(env):
+def staged(env, spark_cluster):
     """Three scenarios written one after another, then one run of the job over all of them
     (a job's start costs 30-60 s here): the RF=3 differential, static columns written with
-    rows, and a read repair. Each test below checks its own keyspace."""
+    rows, and a read repair. The job runs on the Spark standalone cluster and loses a worker
+    on the way (the cluster scenario). Each test below checks its own keyspace."""
     out = {"differential": _write_differential(env), "phantom": _write_phantom(env),
            "read_repair": _write_read_repair(env)}
-    _materialize(env, "staged")
+    out["cluster"] = _run_on_cluster(env, spark_cluster, "staged")
     return out
+
+
+def _run_on_cluster(env, spark_cluster, name: str) -> dict:
+    """`deploy/spark/submit.sh` to the standalone cluster (a master, two one-core workers)
+    over the prefix's raw topics, --available-now; worker 2 killed with SIGKILL once the
+    first micro-batch is committed. Returns the exit code, the batches and the log's end."""
+    import os
+    import subprocess
+    import sys
+
+    from shared.devstack import spark_cluster as cluster
+    from shared.devstack.settings import repo_root
+
+    ring, work = env["ring"], env["work"]
+    checkpoint = work / f"ckpt-{name}"
+    cmd = ["deploy/spark/submit.sh", "--master", cluster.master_url(spark_cluster),
+           "--local-jars", "--",
+           "--set", f"kafka.bootstrap_servers={ring.bootstrap_servers}",
+           "--set", f"kafka.topic_prefix={env['prefix']}",
+           "--set", f"spark.checkpoint={checkpoint}",
+           "--set", "kafka.max_offsets_per_trigger=1500", "--set", "log.format=text",
+           "--set", "http.port=0", "--available-now"]
+    log = work / f"{name}.log"
+    proc = subprocess.Popen(cmd, cwd=repo_root(), env=dict(os.environ, PYTHON=sys.executable),
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    commits = checkpoint / "commits"
+    try:
+        wait_until(lambda: any(commits.glob("[0-9]*")) or proc.poll() is not None,
+                   300, "the first micro-batch on the cluster", interval_s=1)
+        killed_at = len(list(commits.glob("[0-9]*")))
+        running = proc.poll() is None
+        killed = running and cluster.kill_worker(spark_cluster, 2)
+        code = proc.wait(900)
+    finally:
+        kill_group(proc)
+        cluster.start_worker(spark_cluster, 2)
+    return {"code": code, "running_at_kill": running, "killed": killed,
+            "batches_at_kill": killed_at, "batches": len(list(commits.glob("[0-9]*"))),
+            "log": log.read_text()[-4000:]}
 
 
 def _write_differential(env) -> dict:
@@ -110,7 +150,6 @@ def _write_differential(env) -> dict:
     ks = _keyspace(env)
     done = run_ring_workload(env["sessions"], ks, STATEMENTS, seed=13, cover=COVER)
     env["publishers"].wait_caught_up()
-    env["differential"] = ks  # the cluster scenario runs the job again over these records
     return {"ks": ks, "done": done, "hosts": Counter(r["source"]["host"]
                                                       for r in _raw(env, ks, "r"))}
 
@@ -170,18 +209,19 @@ def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env) -> None:
         devstack.start_node(ring.node(3), log=print)
         down.discard(3)
 
+    # half the differential's statements: each fault still falls between writes
     hooks = {
-        600: kill_node,
-        1200: start_node,
-        1500: lambda: publishers.agents[2].kill(),
-        1800: lambda: publishers.start(2),
-        2100: lambda: kill_group(job[-1]),
-        2400: lambda: job.append(start_materializer(cmd, work / "chaos.log")),
+        300: kill_node,
+        600: start_node,
+        750: lambda: publishers.agents[2].kill(),
+        900: lambda: publishers.start(2),
+        1050: lambda: kill_group(job[-1]),
+        1200: lambda: job.append(start_materializer(cmd, work / "chaos.log")),
     }
     try:
-        done = run_ring_workload(env["sessions"], ks, STATEMENTS, seed=29, down=lambda: down,
-                                 at=hooks)
-        assert len(done.executed) >= 3000 and not hooks, hooks
+        done = run_ring_workload(env["sessions"], ks, STATEMENTS // 2, seed=29,
+                                 down=lambda: down, at=hooks)
+        assert len(done.executed) >= 1500 and not hooks, hooks
         wait_until(lambda: _no_hints_left(ring), 120, "every hint delivered", interval_s=1)
         publishers.wait_caught_up()
     finally:
@@ -333,50 +373,14 @@ def test_ten_tables_at_once_and_a_broker_restart_keep_the_job_running(env, stack
     assert all(n == 40 for n in counts.values()), counts
 
 
-def test_standalone_cluster_job_survives_a_killed_worker(env, spark_cluster) -> None:
-    """The materializer submitted to a Spark standalone cluster (a master, two one-core
-    workers) over the RF=3 differential's raw records: a worker killed with SIGKILL in the
-    middle, the job carries on with the other (Spark re-runs the lost tasks there, the state
-    reloaded from the checkpoint) and the events pass the same three checks."""
-    import os
-    import subprocess
-    import sys
-
-    from shared.devstack import spark_cluster as cluster
-    from shared.devstack.settings import repo_root
-
-    ring, work = env["ring"], env["work"]
-    ks = env.get("differential")
-    if ks is None:  # run alone: a workload of its own
-        ks = _keyspace(env)
-        run_ring_workload(env["sessions"], ks, 1_008, seed=41)
-        env["publishers"].wait_caught_up()
-    prefix = f"sc{uuid.uuid4().hex[:6]}"
-    copied = copy_raw_topics(ring.bootstrap_servers, env["prefix"], prefix, ks)
-    assert copied >= 3000
-    checkpoint = work / "ckpt-cluster"
-    cmd = ["deploy/spark/submit.sh", "--master", cluster.master_url(spark_cluster),
-           "--local-jars", "--",
-           "--set", f"kafka.bootstrap_servers={ring.bootstrap_servers}",
-           "--set", f"kafka.topic_prefix={prefix}", "--set", f"spark.checkpoint={checkpoint}",
-           "--set", "kafka.max_offsets_per_trigger=1500", "--set", "log.format=text",
-           "--set", "http.port=0", "--available-now"]
-    log = work / "cluster.log"
-    proc = subprocess.Popen(cmd, cwd=repo_root(), env=dict(os.environ, PYTHON=sys.executable),
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        # the first micro-batch committed: then a worker (and its executor) is lost
-        wait_until(lambda: any((checkpoint / "commits").glob("[0-9]*")) or proc.poll() is not None,
-                   300, "the first micro-batch on the cluster", interval_s=1)
-        assert proc.poll() is None, log.read_text()[-3000:]
-        assert cluster.kill_worker(spark_cluster, 2)
-        code = proc.wait(600)
-    finally:
-        kill_group(proc)
-        cluster.start_worker(spark_cluster, 2)
-    assert code == 0, log.read_text()[-4000:]
-    batches = len(list((checkpoint / "commits").glob("[0-9]*")))
-    assert batches >= 2, batches  # some ran after the worker was gone
-    check_events(ring.bootstrap_servers, prefix, env["truth"],
+def test_standalone_cluster_job_survives_a_killed_worker(env, staged) -> None:
+    """The staged run above is the materializer submitted to a Spark standalone cluster,
+    with a worker killed with SIGKILL after the first micro-batch: the job carries on with
+    the other (Spark re-runs the lost tasks there, the state reloaded from the checkpoint),
+    finishes, and the RF=3 differential's events pass the three checks."""
+    run, ks = staged["cluster"], staged["differential"]["ks"]
+    assert run["running_at_kill"] and run["killed"], run["log"]
+    assert run["code"] == 0, run["log"]
+    assert run["batches"] > run["batches_at_kill"] >= 1, run  # some ran without the worker
+    check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"],
                  {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")})
