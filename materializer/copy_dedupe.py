@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from shared.rowupdate import DIGEST_SIZE, FORMAT_VERSION
+from shared.rowupdate import DIGEST_SIZE, DIGEST_VERSIONS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,7 +63,7 @@ def window_for(spark: SparkSession, checkpoint: object, configured_s: int) -> in
 
 def drop_copies(raw: DataFrame, window_s: int) -> DataFrame:
     """The raw records without the replicas' second and third copies of a write: a record
-    whose copy digest (bytes 2-17 of a format-2 value) was seen in the last `window_s`
+    whose copy digest (bytes 2-17 of a format-2 or -3 value) was seen in the last `window_s`
     seconds goes no further.
 
     The window runs on processing time (the micro-batch's clock, never the records' own
@@ -77,7 +77,7 @@ def drop_copies(raw: DataFrame, window_s: int) -> DataFrame:
     value = F.col("value")
     own = F.concat(F.lit(b"\x00"), F.encode(F.concat_ws("/", "topic", "partition", "offset"),
                                             "UTF-8"))
-    digest = (F.when(F.substring(value, 1, 1) == F.lit(bytes([FORMAT_VERSION])),
+    digest = (F.when(F.substring(value, 1, 1).isin(*(bytes([v]) for v in DIGEST_VERSIONS)),
                      F.substring(value, 2, DIGEST_SIZE)).otherwise(own))
     return (raw.withColumn("copy_digest", digest)
             .withColumn("seen_at", F.current_timestamp())

@@ -7,13 +7,15 @@ any arrival order and any duplication of the same records gives the same events)
 compare the touched rows' images before and after each mutation.
 
 One mutation is one change. The publisher splits a commit log mutation into single-row
-records that share source host, segment and position; Cassandra applies a mutation
-atomically, so no reader ever sees it half applied (an INSERT of a static and a regular
-column never shows the static-only row between the two). Its records are applied together
-and compared once. Replica copies come from other hosts: other groups, which change nothing
-once the first copy is in (the merge is idempotent). Limitation: a mutation whose records
-straddle two micro-batches (rare: a publisher produces them consecutively) is compared per
-part, as two changes.
+records that share a mutation id (raw format 3: a digest of the partition update's content,
+the same on every replica); Cassandra applies a mutation atomically, so no reader ever sees
+it half applied (an INSERT of a static and a regular column never shows the static-only row
+between the two). Its records are applied together and compared once, whichever replicas
+the copies in the batch came from (the copy dedupe may keep one record's copy from one
+replica and the next record's from another). Older formats carry no id: their records group
+by source host, segment and position. Limitation: a mutation whose records straddle two
+micro-batches (rare: a publisher produces them consecutively) is compared per part, as two
+changes.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from materializer.image import (
 )
 from materializer.merge import Merger, record_timestamp
 from materializer.model import Clustering, PartitionState
+from shared.rowupdate import mutation_of_value
 
 PURGE_EVERY_S = 3600
 Item = tuple[dict[str, Any], bytes]  # (RowUpdate, its raw bytes)
@@ -199,12 +202,16 @@ def from_snapshot(rec: dict[str, Any]) -> bool:
     return source is not None and source["file"].startswith("snapshot:")
 
 
-def mutation_of(rec: dict[str, Any]) -> tuple[str, int, int] | None:
-    """The commit log mutation a live record was split from: (host, segment id, position);
-    None for a snapshot record or one without a source (a group of its own)."""
+def mutation_of(rec: dict[str, Any], raw: bytes) -> bytes | tuple[str, int, int] | None:
+    """The commit log mutation a live record was split from: its mutation id (format 3),
+    else (host, segment id, position); None for a snapshot record or one without a source
+    (a group of its own)."""
     source = rec.get("source")
     if source is None or from_snapshot(rec):
         return None
+    mutation = mutation_of_value(raw)
+    if mutation is not None:
+        return mutation
     return source["host"], source["segment_id"], source["position"]
 
 
@@ -212,9 +219,9 @@ def mutation_groups(records: Iterable[Item]) -> list[list[Item]]:
     """The records grouped by mutation, in application order (see `_group_order`); inside
     a group by bytes (any order gives the same state: the merge is commutative)."""
     groups: list[list[Item]] = []
-    by_mutation: dict[tuple[str, int, int], list[Item]] = {}
+    by_mutation: dict[bytes | tuple[str, int, int], list[Item]] = {}
     for item in records:
-        mutation = mutation_of(item[0])
+        mutation = mutation_of(*item)
         if mutation is None:
             groups.append([item])
             continue
@@ -233,8 +240,10 @@ def _group_order(group: list[Item]) -> tuple:
     # Snapshot records (each a group of its own) first, static columns before rows, so a
     # read shows the whole row: they are the base the live writes change. Then write-time
     # order: a mutation's newest write time, as `record_timestamp` takes a record's newest
-    # (a one-record group sorts exactly as that record did). Ties by the records' bytes.
-    rec = group[0][0]
+    # (a one-record group sorts exactly as that record did). Ties by the mutation id, then
+    # the records' bytes: which replicas' copies a group holds must not change its place.
+    rec, raw = group[0]
     snap = from_snapshot(rec)
     return (not snap, snap and rec["kind"] != "STATIC_ROW",
-            max(record_timestamp(r) for r, _raw in group), [raw for _rec, raw in group])
+            max(record_timestamp(r) for r, _raw in group), mutation_of_value(raw) or b"",
+            [raw for _rec, raw in group])

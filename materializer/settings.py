@@ -43,11 +43,11 @@ class SparkSettings:
     state_buckets: int = 64
     # replica copies whose digest was seen this many seconds before are dropped in the
     # JVM, before Python (`materializer.copy_dedupe`); a later copy merges harmlessly.
-    # 0: off. Whether a checkpoint has the dedupe is fixed when it starts
-    # Off by default: a mutation's surviving copies can come from different replicas, and
-    # the one-mutation-one-change grouping (by source host and position) then splits it:
-    # intermediate events differ (seen in 2 of 5 test runs; final rows still equal)
-    dedupe_window_s: int = 0
+    # 0: off. Whether a checkpoint has the dedupe is fixed when it starts. The copies that
+    # survive may come from different replicas; raw format 3's mutation id keeps a
+    # mutation's records together all the same (format-2 records group by source position
+    # and may split: run the publishers at format 3 before relying on it)
+    dedupe_window_s: int = 120
     batched_state: bool = True  # pipelined state-server calls (PySpark 4.2.0 internals)
     # a partition of more than twice this many rows keeps them in pages of this many, so a
     # batch reads and writes only the pages it can change; may change between runs

@@ -1,7 +1,7 @@
 """Decoded partition updates → encoded RowUpdate values, without the dict step.
 
-The same records as `splitter.split` + `rowupdate.encode`, byte for byte (a unit test holds
-them to it), written straight from the decoder's objects: the publisher's hot path.
+The same records as `splitter.split` + `rowupdate.encode_update`, byte for byte (a unit
+test holds them to it), written straight from the decoder's objects: the publisher's hot path.
 
 Each record is one `b"".join` over a flat list of pieces; the pieces that repeat (a column's
 name with the null path and the value's union branch, a row's timestamp with the default
@@ -29,6 +29,7 @@ from shared.rowupdate import (
     avro_opt_long,
     avro_string,
     avro_values,
+    mutation_id,
 )
 from shared.schema import TableSchema
 
@@ -74,6 +75,7 @@ class RecordWriter:
             key = update.partition_key
             size = len(key)
             key_size = SMALL_LONGS[size + size] if size < SMALL_LIMIT else avro_long(size)
+            contents: list[bytes] = []
             if (update.partition_deletion is not None or update.static_row is not None
                     or update.markers):
                 bodies: list[bytes] = []
@@ -87,19 +89,17 @@ class RecordWriter:
                     bodies.append(b"".join(parts))
                 if update.markers:
                     bodies.extend(_range_body(rec) for rec in range_records(update.markers))
-                for body in bodies:
-                    content = b"".join((prefix, key_size, key, body))
-                    out.append((update, b"".join((
-                        VERSION, blake2b(content, digest_size=DIGEST_SIZE).digest(), content,
-                        head, position, avro_long(index), tail))))
-                    index += 1
+                contents += [b"".join((prefix, key_size, key, body)) for body in bodies]
             for row in update.rows:  # the common case: one list, one join per record
                 parts = [prefix, key_size, key]
                 row_into(parts, row, _ROW)
-                content = b"".join(parts)
+                contents.append(b"".join(parts))
+            # the copy digests first: the mutation id is the digest of them all
+            digests = [blake2b(c, digest_size=DIGEST_SIZE).digest() for c in contents]
+            mid = mutation_id(digests)
+            for content, digest in zip(contents, digests, strict=True):
                 out.append((update, b"".join((
-                    VERSION, blake2b(content, digest_size=DIGEST_SIZE).digest(), content,
-                    head, position,
+                    VERSION, digest, mid, content, head, position,
                     SMALL_LONGS[index + index] if index < SMALL_LIMIT else avro_long(index),
                     tail))))
                 index += 1

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from hashlib import blake2b
 from typing import Any
 
 import fastavro
 
-# The leading byte of every raw-topic value: 2 (what this version writes) = the byte, the
-# copy digest (DIGEST_SIZE bytes), the Avro RowUpdate; 1 (still read) = the byte, the Avro.
-FORMAT_VERSION = 2
-READ_VERSIONS = (1, 2)
+# The leading byte of every raw-topic value: 3 (what this version writes) = the byte, the
+# copy digest, the mutation id (DIGEST_SIZE bytes each), the Avro RowUpdate; 2 (still read)
+# = the byte, the copy digest, the Avro; 1 (still read) = the byte, the Avro.
+FORMAT_VERSION = 3
+READ_VERSIONS = (1, 2, 3)
 # The copy digest: BLAKE2b-128 of the Avro bytes before the trailing `source` block.
 # Replicas' copies of one write are byte-identical there (the coordinator fixes timestamps,
 # TTLs and local deletion/expiration times before it sends the mutation; a hint replays
@@ -19,7 +21,15 @@ READ_VERSIONS = (1, 2)
 # nothing: the materializer drops such copies before Python (design §4). A read repair is a
 # mutation of its own, with its own digest. At a fixed offset, so Spark reads it as
 # substring(value, 2, 16) without decoding anything.
+# The mutation id: BLAKE2b-128 of the copy digests of all the records split from one
+# partition update (one table's part of one commit log mutation), in split order. Every
+# replica computes the same id for its copy of the mutation, so the materializer keeps a
+# mutation's records together (one mutation, one change) even when the copies that survive
+# the dedupe come from different replicas; a source position could not.
 DIGEST_SIZE = 16
+_HEADER = {1: 1, 2: 1 + DIGEST_SIZE, 3: 1 + 2 * DIGEST_SIZE}  # version → Avro offset
+DIGEST_VERSIONS = (2, 3)  # the format versions that carry the copy digest at byte 1
+VERSION_BYTE = bytes([FORMAT_VERSION])
 KINDS = ["ROW", "STATIC_ROW", "PARTITION_DELETION", "RANGE_TOMBSTONE", "SNAPSHOT_ROW"]
 
 _VALUES = {"type": "array", "items": ["null", "bytes"]}
@@ -89,23 +99,44 @@ class RecordFormatError(ValueError):
     """A raw-topic value that is not a RowUpdate of a known format version."""
 
 
-def encode_with_fastavro(record: dict[str, Any]) -> bytes:
-    """The raw-topic value of one RowUpdate dict, the Avro by fastavro (the reference)."""
+def encode_with_fastavro(record: dict[str, Any], mutation: bytes | None = None) -> bytes:
+    """The raw-topic value of one RowUpdate dict, the Avro by fastavro (the reference);
+    `mutation`: its mutation id (default: a mutation of this one record)."""
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, SCHEMA, record)
     avro = buf.getvalue()
-    content = avro[:len(avro) - len(encode_source(record["source"]))]
-    return bytes([FORMAT_VERSION]) + blake2b(content, digest_size=DIGEST_SIZE).digest() + avro
+    size = len(avro) - len(encode_source(record["source"]))
+    return frame(avro[:size], avro[size:], mutation)
+
+
+def mutation_id(digests: Iterable[bytes]) -> bytes:
+    """The mutation id of the records split from one partition update, from their copy
+    digests in split order."""
+    return blake2b(b"".join(digests), digest_size=DIGEST_SIZE).digest()
+
+
+def frame(content: bytes, source: bytes, mutation: bytes | None = None) -> bytes:
+    """A raw-topic value from a record's Avro bytes before `source` and its `source` block;
+    `mutation`: its mutation id (default: a mutation of this one record)."""
+    digest = blake2b(content, digest_size=DIGEST_SIZE).digest()
+    return b"".join((VERSION_BYTE, digest, mutation or mutation_id((digest,)), content,
+                     source))
 
 
 def avro_start(value: bytes) -> int:
     """Where the Avro RowUpdate starts in a raw-topic value of a known format version."""
-    if value and value[0] == 2:
-        return 1 + DIGEST_SIZE
-    if value and value[0] == 1:
-        return 1
-    raise RecordFormatError(f"unknown RowUpdate format version "
-                            f"{value[0] if value else None} (reads {READ_VERSIONS})")
+    start = _HEADER.get(value[0]) if value else None
+    if start is None:
+        raise RecordFormatError(f"unknown RowUpdate format version "
+                                f"{value[0] if value else None} (reads {READ_VERSIONS})")
+    return start
+
+
+def mutation_of_value(value: bytes) -> bytes | None:
+    """The mutation id a raw-topic value carries (format 3); None for older formats."""
+    if value[:1] == VERSION_BYTE and len(value) > _HEADER[3]:
+        return value[1 + DIGEST_SIZE:_HEADER[3]]
+    return None
 
 
 # ---- a hand-specialised writer for this one schema ------------------------------------------
@@ -190,8 +221,23 @@ def _deletion(d: dict[str, Any] | None) -> bytes:
     return SOME + avro_long(d["marked_for_delete_at"]) + avro_opt_long(d["local_deletion_time"])
 
 
-def encode(record: dict[str, Any]) -> bytes:
-    """The raw-topic value of one RowUpdate dict (the same bytes as fastavro's Avro)."""
+def encode(record: dict[str, Any], mutation: bytes | None = None) -> bytes:
+    """The raw-topic value of one RowUpdate dict (the same bytes as fastavro's Avro);
+    `mutation`: its mutation id (default: a mutation of this one record)."""
+    return frame(_content(record), encode_source(record["source"]), mutation)
+
+
+def encode_update(records: list[dict[str, Any]]) -> list[bytes]:
+    """The raw-topic values of the records split from one partition update (one mutation
+    id for all of them)."""
+    contents = [_content(r) for r in records]
+    mutation = mutation_id(blake2b(c, digest_size=DIGEST_SIZE).digest() for c in contents)
+    return [frame(c, encode_source(r["source"]), mutation)
+            for c, r in zip(contents, records, strict=True)]
+
+
+def _content(record: dict[str, Any]) -> bytes:
+    """A RowUpdate's Avro bytes before its `source` block."""
     parts = [record["table_id"], avro_string(record["keyspace"]),
              avro_string(record["table"]), avro_string(record["schema_hash"]),
              _bytes(record["partition_key"]), avro_values(record["clustering"]),
@@ -231,10 +277,7 @@ def encode(record: dict[str, Any]) -> bytes:
             parts += [avro_string(d["column"]), avro_long(d["marked_for_delete_at"]),
                       avro_opt_long(d["local_deletion_time"])]
     parts.append(b"\x00")
-    content = b"".join(parts)
-    return b"".join((bytes([FORMAT_VERSION]),
-                     blake2b(content, digest_size=DIGEST_SIZE).digest(), content,
-                     encode_source(record["source"])))
+    return b"".join(parts)
 
 
 def encode_source(src: dict[str, Any]) -> bytes:
@@ -248,7 +291,7 @@ def encode_source(src: dict[str, Any]) -> bytes:
 
 def digest_of(value: bytes) -> bytes:
     """The copy digest of a raw-topic value (computed for format 1, which carries none)."""
-    if value and value[0] == 2:
+    if value and value[0] in DIGEST_VERSIONS:
         return value[1:1 + DIGEST_SIZE]
     avro = value[avro_start(value):]
     size = len(encode_source(decode(value)["source"]))

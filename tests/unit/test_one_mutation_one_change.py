@@ -74,13 +74,13 @@ def body(kind: str, c: int | None = None, ts: int = 1000, s: str | None = None,
 def mutation(position: int, *bodies: dict[str, Any], host: str = HOSTS[0],
              p: int = 2) -> list[bytes]:
     """The raw records the publisher on `host` writes for one mutation of partition `p`."""
-    return [rowupdate.encode(b | {
+    return rowupdate.encode_update([b | {
         "table_id": TABLE.id.bytes, "keyspace": "ks", "table": "t",
         "schema_hash": TABLE.schema_hash, "partition_key": i32(p),
         "source": {"host": host, "datacenter": "dc1", "file": "CommitLog-7-5.log",
                    "segment_id": 5, "position": position, "index": i,
-                   "commitlog_version": 7, "messaging_version": 12}})
-        for i, b in enumerate(bodies)]
+                   "commitlog_version": 7, "messaging_version": 12}}
+        for i, b in enumerate(bodies)])
 
 
 def run(h: KeyHandler, values: list[bytes], state: bytes | None = None
@@ -148,6 +148,19 @@ def test_replica_copies_give_the_events_once_in_one_batch_and_across_batches() -
         seen += events
     # across batches the later copies change nothing; the first copy of each mutation counts
     assert seen == once
+
+
+def test_a_mutations_records_from_different_replicas_are_still_one_change() -> None:
+    # what the copy dedupe can leave: the static row's first copy from one replica, the
+    # row's from another (their own segment positions); the mutation id joins them
+    mixed = [mutation(10, *INSERT, host=HOSTS[0])[0], mutation(37, *INSERT, host=HOSTS[2])[1]]
+    assert rowupdate.mutation_of_value(mixed[0]) == rowupdate.mutation_of_value(mixed[1])
+    events, _ = run(handler(), mixed)
+    assert events == [(key(1), "c", None, row(1, "st", "val"))]
+    # format 2 carries no mutation id: its records group by host and position, as before
+    old = [b"\x02" + v[1:1 + rowupdate.DIGEST_SIZE] + v[1 + 2 * rowupdate.DIGEST_SIZE:]
+           for v in mutation(10, *INSERT)]
+    assert run(handler(), old)[0] == events
 
 
 def test_a_static_only_partition_shows_its_row_until_a_later_mutation_writes_a_row() -> None:
@@ -287,3 +300,37 @@ def test_pages_give_the_same_events_for_grouped_mutations(batches: list) -> None
         batch = flat(deliver(mutations, 2))
         assert paged.run(copy.deepcopy(batch), now) == whole.run(copy.deepcopy(batch), now)
         assert paged.visible(now) == whole.visible(now)
+
+
+def as_published(copies: list[list[dict[str, Any]]]) -> list[list[tuple[dict, bytes]]]:
+    """Each copy's records with the raw values its publisher writes (format 3: the records
+    of one mutation share a mutation id)."""
+    out = []
+    for records in copies:
+        full = [rec | PUBLISHED for rec in records]
+        out.append(list(zip(full, rowupdate.encode_update(full), strict=True)))
+    return out
+
+
+PUBLISHED = {"table_id": TABLE.id.bytes, "keyspace": "ks", "table": "t",
+             "schema_hash": TABLE.schema_hash, "partition_key": i32(2)}
+
+
+@settings(max_examples=150, deadline=None)
+@given(mutations_st(), st.randoms(use_true_random=False))
+def test_each_record_kept_from_any_replica_gives_the_events_of_one_copy(
+        mutations: list, rnd: random.Random) -> None:
+    """What the copy dedupe leaves of three replicas' copies: one copy of each record, the
+    first to arrive, so a mutation's records may each come from another replica. The events
+    are those of one replica's copy, in any order within the batch."""
+    def events(items: list) -> list:
+        proc = KeyProcessor(Merger(ORDER), has_static=True, gc_grace_s=10**6)
+        return [(c.op, c.clustering, c.before, c.after, c.ts_us)
+                for c in proc.process(PartitionState(), items, NOW)]
+
+    n = len(mutations)
+    copies = as_published(deliver(mutations, 3))  # replica h's copy of m at h * n + m
+    kept = [copies[rnd.randrange(3) * n + m][i]
+            for m in range(n) for i in range(len(mutations[m]))]
+    rnd.shuffle(kept)
+    assert events(kept) == events([item for c in copies[:n] for item in c])

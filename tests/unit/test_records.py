@@ -3,6 +3,7 @@ and the publisher's direct writer, which must produce the very same bytes."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -15,6 +16,15 @@ from publisher.splitter import SourceInfo, split
 from shared import rowupdate
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "commitlog"
+
+
+def _encoded(pairs) -> list[bytes]:
+    """The reference values of split records: `encode_update` over each partition update's
+    records (one mutation id for them)."""
+    out: list[bytes] = []
+    for _key, group in itertools.groupby(pairs, key=lambda pair: id(pair[0])):
+        out += rowupdate.encode_update([rec for _u, rec in group])
+    return out
 
 
 def _mutations(name: str):
@@ -33,10 +43,11 @@ def test_every_fixture_record_encodes_like_fastavro_and_round_trips(name: str) -
         pairs = split(m, info, lambda t: t.schema_hash)
         direct = writer.records(m)
         assert [u for u, _ in pairs] == [u for u, _ in direct]
-        for (_, record), (_, fast) in zip(pairs, direct, strict=True):
+        for (_, record), (_, fast), encoded in zip(pairs, direct, _encoded(pairs),
+                                                   strict=True):
             kinds.add(record["kind"])
-            encoded = rowupdate.encode(record)
-            assert encoded == rowupdate.encode_with_fastavro(record)
+            mutation = rowupdate.mutation_of_value(encoded)
+            assert encoded == rowupdate.encode_with_fastavro(record, mutation)
             assert fast == encoded
             back = rowupdate.decode(encoded)
             assert back["kind"] == record["kind"]
@@ -113,8 +124,7 @@ def test_writer_fast_and_general_cell_paths_agree_with_the_reference() -> None:
                 changed += 1
         writer = RecordWriter(info, lambda t: t.schema_hash)
         pairs = split(m, info, lambda t: t.schema_hash)
-        for (_, record), (_, fast) in zip(pairs, writer.records(m), strict=True):
-            assert fast == rowupdate.encode_with_fastavro(record)
+        assert [fast for _, fast in writer.records(m)] == _encoded(pairs)
     assert changed > 100
 
 
@@ -144,8 +154,36 @@ def test_replica_copies_share_a_digest_and_nothing_else_does() -> None:
         assert rowupdate.digest_of(rowupdate.encode({**record, **change})) != base
     moved = {**record, "source": {**record["source"], "position": 1, "index": 3}}
     assert rowupdate.digest_of(rowupdate.encode(moved)) == base
-    v1 = b"\x01" + rowupdate.encode(record)[1 + rowupdate.DIGEST_SIZE:]
+    v1 = b"\x01" + rowupdate.encode(record)[1 + 2 * rowupdate.DIGEST_SIZE:]
     assert rowupdate.decode(v1) == record
     assert rowupdate.digest_of(v1) == base
-    with pytest.raises(rowupdate.RecordFormatError, match="format version 3"):
-        rowupdate.decode(b"\x03" + v1[1:])
+    v2 = b"\x02" + rowupdate.encode(record)[1:1 + rowupdate.DIGEST_SIZE] + v1[1:]
+    assert rowupdate.decode(v2) == record and rowupdate.digest_of(v2) == base
+    assert rowupdate.mutation_of_value(v1) is None and rowupdate.mutation_of_value(v2) is None
+    with pytest.raises(rowupdate.RecordFormatError, match="format version 4"):
+        rowupdate.decode(b"\x04" + v1[1:])
+
+
+def test_replica_copies_share_a_mutation_id_and_mutations_differ() -> None:
+    """The mutation id (bytes 18-33 of a format-3 value): the same on every replica's copy of
+    a mutation, shared by all the records of one partition update, different for any two
+    updates that differ."""
+    segment, mutations = _mutations("v7")
+    one = RecordWriter(SourceInfo("node-1", "dc1", segment.name, 7, 7, 12), lambda t: "h")
+    two = RecordWriter(SourceInfo("node-3", "dc1", "CommitLog-7-5.log", 5, 7, 12),
+                       lambda t: "h")
+    ids: dict[bytes, set[bytes]] = {}
+    multi = 0
+    for m in mutations:
+        a, b = one.records(m), two.records(m)
+        got = [rowupdate.mutation_of_value(v) for _, v in a]
+        assert got == [rowupdate.mutation_of_value(v) for _, v in b]
+        for _update, group in itertools.groupby(zip(a, got, strict=True),
+                                                key=lambda x: id(x[0][0])):
+            values = [(v, mid) for (_u, v), mid in group]
+            assert len({mid for _v, mid in values}) == 1
+            multi += len(values) > 1
+            mid = values[0][1]
+            content = {rowupdate.digest_of(v) for v, _mid in values}
+            assert ids.setdefault(mid, set(content)) == content  # one id, one content
+    assert multi >= 5 and len(ids) > 20
