@@ -12,6 +12,8 @@ import json
 from functools import cached_property
 from typing import Any
 
+import orjson
+
 from materializer.values import RowRenderer, connect_schema
 from shared.schema import TableSchema
 
@@ -25,6 +27,9 @@ _SOURCE_FIELDS = [("version", "string"), ("connector", "string"), ("name", "stri
                   ("kafka_partition", "int32"), ("kafka_offset", "int64")]
 
 
+_WIDE_INT = "Integer exceeds 64-bit range"
+
+
 def _default(o: Any) -> Any:
     if isinstance(o, bytes | bytearray):
         return base64.b64encode(o).decode()  # JsonConverter's form of Connect bytes
@@ -32,8 +37,16 @@ def _default(o: Any) -> Any:
 
 
 def dumps(obj: Any) -> bytes:
-    """Compact JSON, bytes as base64."""
-    return json.dumps(obj, default=_default, separators=(",", ":")).encode()
+    """Compact UTF-8 JSON, bytes as base64."""
+    try:
+        return orjson.dumps(obj, default=_default, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError as exc:  # a TypeError
+        if _WIDE_INT not in str(exc):
+            raise
+        # an integer beyond 64 bits (a varint): orjson refuses it, the standard library
+        # writes it exactly (the same JSON otherwise)
+        return json.dumps(obj, default=_default, separators=(",", ":"),
+                          ensure_ascii=False).encode()
 
 
 class EnvelopeWriter:

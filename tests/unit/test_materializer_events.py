@@ -241,3 +241,21 @@ def test_a_late_record_of_an_older_schema_version_does_not_change_the_column_set
                    v2.schema_hash, NOW_MS)
     assert res.schema_hash == v2.schema_hash
     assert json.loads(res.outputs[0][2])["after"]["extra"] == "x"
+
+
+def test_event_json_reads_back_as_the_standard_library_would_write_it() -> None:
+    """orjson writes the events; what a reader gets is what `json` would have written:
+    bytes as base64, non-text map keys as strings, non-ASCII text, floats that round-trip,
+    and integers beyond 64 bits (varint) exactly, through the standard library."""
+    from materializer.envelope import dumps
+
+    doc = {"b": b"\x00\xffbin", "m": {1: "x", 2: None}, "t": "grüße ✓", "f": 0.1,
+           "big": 1e300, "neg": -(2**63), "l": [1, (2, 3)], "n": None, "ok": True}
+    got = dumps(doc)
+    want = json.dumps(doc, default=lambda b: base64.b64encode(b).decode())
+    assert json.loads(got) == json.loads(want)
+    assert b"gr\xc3\xbc\xc3\x9fe" in got  # UTF-8, not \u escapes
+    wide = dumps({"v": 123456789012345678901234567890, "t": "ü"})
+    assert wide == '{"v":123456789012345678901234567890,"t":"ü"}'.encode()
+    with pytest.raises(TypeError):
+        dumps({"x": object()})
