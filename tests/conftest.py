@@ -57,11 +57,13 @@ def ring(stack: StackSettings) -> Iterator[StackSettings]:
     try:
         yield s
     finally:
+        from concurrent.futures import ThreadPoolExecutor
+
         from shared.devstack import cassandra
 
-        for node in reversed(s.all_nodes()):
-            if node.node_index in report.nodes_started:
-                cassandra.shutdown(node, drain=False)
+        started = [n for n in s.all_nodes() if n.node_index in report.nodes_started]
+        with ThreadPoolExecutor(max(1, len(started))) as pool:  # side by side: ~3x faster
+            list(pool.map(lambda node: cassandra.shutdown(node, drain=False), started))
 
 
 @pytest.fixture(scope="session")

@@ -218,3 +218,32 @@ def without_replays(events: list[tuple[int, int, dict, dict | None]]
             seen.add(ident)
             out.append((p, o, key, value))
     return out
+
+
+def job_caught_up(checkpoint: Path, bootstrap: str, topic_start: str) -> bool:
+    """The job's last committed micro-batch reached the end of every partition of the raw
+    topics whose names start with `topic_start` (its events are written: a batch commits
+    after its sink)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from materializer.rescale import last_commit, parse_offset_log
+
+    batch = last_commit(checkpoint)
+    if batch is None:
+        return False
+    _conf, sources = parse_offset_log((checkpoint / "offsets" / str(batch)).read_text())
+    done = sources[0] or {}
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ring-caught-up",
+                         "enable.auto.commit": False})
+    try:
+        topics = consumer.list_topics(timeout=10).topics
+        for name, meta in topics.items():
+            if not name.startswith(topic_start):
+                continue
+            for p in meta.partitions:
+                _low, high = consumer.get_watermark_offsets(TopicPartition(name, p), timeout=10)
+                if done.get(name, {}).get(str(p), 0) < high:
+                    return False
+        return True
+    finally:
+        consumer.close()
