@@ -30,6 +30,9 @@ from shared.kafka_topics import read_to_end
 from shared.metrics import Registry
 from shared.schema import TableSchema
 
+# the `source` fields that name the copy that made an event (any replica's copy may)
+COPY_FIELDS = frozenset({"host", "datacenter", "file", "pos", "index", "kafka_topic",
+                         "kafka_partition", "kafka_offset"})
 
 def publish_new_cdc(stack: StackSettings, cql: Any, before: dict[str, int], prefix: str,
                     workdir: Path, host: str = "node-1", from_before: bool = False) -> int:

@@ -44,7 +44,8 @@ class _Partition:
 
 
 def _wins(new: Cell, old: Cell) -> bool:
-    # Cells.reconcile: higher timestamp; on a tie a tombstone, then an expiring cell, wins,
+    # Cells.reconcile: higher timestamp; on a tie a tombstone, then an expiring cell, wins;
+    # two tombstones or two expiring cells: the later local deletion time (CASSANDRA-14592);
     # then the greater value.
     if new.timestamp != old.timestamp:
         return new.timestamp > old.timestamp
@@ -52,6 +53,8 @@ def _wins(new: Cell, old: Cell) -> bool:
         return new.tombstone
     if bool(new.ttl) != bool(old.ttl):
         return bool(new.ttl)
+    if (new.tombstone or new.ttl) and new.local_deletion_time != old.local_deletion_time:
+        return (new.local_deletion_time or 0) > (old.local_deletion_time or 0)
     return new.value > old.value
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException, Producer
 from materializer_harness import (
+    COPY_FIELDS,
     avro_as_json,
     canonical,
     final_rows,
@@ -148,9 +149,6 @@ def _as_replica(value: bytes, node: int) -> bytes:
     return rowupdate.encode({**record, "source": source}, rowupdate.mutation_of_value(value))
 
 
-# what names the copy that made an event (any of the replicas' copies may): left out
-_COPY = ("host", "datacenter", "file", "pos", "index", "kafka_topic", "kafka_partition",
-         "kafka_offset")
 
 
 def _events(stack, prefix: str, ks: str) -> dict[str, list]:
@@ -159,7 +157,7 @@ def _events(stack, prefix: str, ks: str) -> dict[str, list]:
     for name in ("r", "ctr"):
         for _p, _o, key, value in read_events(stack.bootstrap_servers, f"{prefix}.{ks}.{name}"):
             if value is not None:
-                source = {k: v for k, v in value["source"].items() if k not in _COPY}
+                source = {k: v for k, v in value["source"].items() if k not in COPY_FIELDS}
                 value = {**value, "source": source, "ts_ms": None}
             out[f"{name} {canonical(key)}"].append(value)
     return out
