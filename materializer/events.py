@@ -14,8 +14,8 @@ between the two). Its records are applied together and compared once, whichever 
 the copies in the batch came from (the copy dedupe may keep one record's copy from one
 replica and the next record's from another). Older formats carry no id: their records group
 by source host, segment and position. Limitation: a mutation whose records straddle two
-micro-batches (rare: a publisher produces them consecutively) is compared per part, as two
-changes.
+micro-batches is compared per part, as two changes (not rare when a record limit per batch
+slices a small topic thin: README).
 """
 
 from __future__ import annotations

@@ -94,15 +94,15 @@ def staged(env, spark_cluster):
     on the way (the cluster scenario). Each test below checks its own keyspace."""
     out = {"differential": _write_differential(env), "phantom": _write_phantom(env),
            "read_repair": _write_read_repair(env)}
-    out["cluster"] = _run_on_cluster(env, spark_cluster, "staged")
+    out["cluster"] = _run_on_cluster(env, spark_cluster, "staged", out["differential"]["ks"])
     return out
 
 
-def _run_on_cluster(env, spark_cluster, name: str) -> dict:
+def _run_on_cluster(env, spark_cluster, name: str, ks: str) -> dict:
     """`deploy/spark/submit.sh` to the standalone cluster (a master, two one-core workers)
     over the prefix's raw topics, --available-now: one micro-batch (the default limit of
     records per batch holds them all, so no mutation straddles two batches); worker 2 killed
-    with SIGKILL as soon as that batch has started. Returns the exit code, what the kill hit
+    with SIGKILL once that batch writes events of `ks`.r. Returns the exit code, what the kill hit
     and the log's end."""
     import os
     import subprocess
@@ -124,9 +124,12 @@ def _run_on_cluster(env, spark_cluster, name: str) -> dict:
                             stdout=log.open("ab"), stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
-        # offsets/0 is written when micro-batch 0 starts; its commit when it has ended
-        wait_until(lambda: (checkpoint / "offsets" / "0").exists() or proc.poll() is not None,
-                   300, "the first micro-batch on the cluster", interval_s=0.5)
+        # The first events: the batch's last stage runs on both executors (a kill before
+        # any task ran went unnoticed by the driver once: no "Lost executor" in its log).
+        def writing() -> bool:
+            return proc.poll() is not None or bool(_events_of(env, ks, "r"))
+
+        wait_until(writing, 300, "the first events from the cluster", interval_s=0.5)
         mid_batch = proc.poll() is None and not (checkpoint / "commits" / "0").exists()
         killed = mid_batch and cluster.kill_worker(spark_cluster, 2)
         code = proc.wait(900)
