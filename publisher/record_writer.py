@@ -18,13 +18,13 @@ from publisher.splitter import SourceInfo, range_records
 from shared.rowupdate import (
     DIGEST_SIZE,
     FALSE,
-    FORMAT_VERSION,
     KIND,
     NULL,
     SMALL_LIMIT,
     SMALL_LONGS,
     SOME,
     TRUE,
+    VERSION_BYTE,
     avro_long,
     avro_opt_long,
     avro_string,
@@ -33,7 +33,6 @@ from shared.rowupdate import (
 )
 from shared.schema import TableSchema
 
-VERSION = bytes([FORMAT_VERSION])
 _EMPTY_ARRAY = b"\x00"
 _NO_RANGE = NULL
 _ROW, _STATIC_ROW = KIND["ROW"], KIND["STATIC_ROW"]
@@ -99,7 +98,7 @@ class RecordWriter:
             mid = mutation_id(digests)
             for content, digest in zip(contents, digests, strict=True):
                 out.append((update, b"".join((
-                    VERSION, digest, mid, content, head, position,
+                    VERSION_BYTE, digest, mid, content, head, position,
                     SMALL_LONGS[index + index] if index < SMALL_LIMIT else avro_long(index),
                     tail))))
                 index += 1

@@ -115,10 +115,12 @@ def mutation_id(digests: Iterable[bytes]) -> bytes:
     return blake2b(b"".join(digests), digest_size=DIGEST_SIZE).digest()
 
 
-def frame(content: bytes, source: bytes, mutation: bytes | None = None) -> bytes:
+def frame(content: bytes, source: bytes, mutation: bytes | None = None,
+          digest: bytes | None = None) -> bytes:
     """A raw-topic value from a record's Avro bytes before `source` and its `source` block;
-    `mutation`: its mutation id (default: a mutation of this one record)."""
-    digest = blake2b(content, digest_size=DIGEST_SIZE).digest()
+    `mutation`: its mutation id (default: a mutation of this one record); `digest`: its
+    copy digest if already computed."""
+    digest = digest or blake2b(content, digest_size=DIGEST_SIZE).digest()
     return b"".join((VERSION_BYTE, digest, mutation or mutation_id((digest,)), content,
                      source))
 
@@ -231,9 +233,10 @@ def encode_update(records: list[dict[str, Any]]) -> list[bytes]:
     """The raw-topic values of the records split from one partition update (one mutation
     id for all of them)."""
     contents = [_content(r) for r in records]
-    mutation = mutation_id(blake2b(c, digest_size=DIGEST_SIZE).digest() for c in contents)
-    return [frame(c, encode_source(r["source"]), mutation)
-            for c, r in zip(contents, records, strict=True)]
+    digests = [blake2b(c, digest_size=DIGEST_SIZE).digest() for c in contents]
+    mutation = mutation_id(digests)
+    return [frame(c, encode_source(r["source"]), mutation, d)
+            for c, d, r in zip(contents, digests, records, strict=True)]
 
 
 def _content(record: dict[str, Any]) -> bytes:
