@@ -13,9 +13,10 @@ it half applied (an INSERT of a static and a regular column never shows the stat
 between the two). Its records are applied together and compared once, whichever replicas
 the copies in the batch came from (the copy dedupe may keep one record's copy from one
 replica and the next record's from another). Older formats carry no id: their records group
-by source host, segment and position. Limitation: a mutation whose records straddle two
-micro-batches is compared per part, as two changes (not rare when a record limit per batch
-slices a small topic thin: README).
+by source host, segment and position. Mutations with the same write time are concurrent to
+Cassandra (its tie rules settle them, not their order), so they too are one change.
+Limitation: a mutation whose records straddle two micro-batches is compared per part, as
+two changes (not rare when a record limit per batch slices a small topic thin: README).
 """
 
 from __future__ import annotations
@@ -217,7 +218,8 @@ def mutation_of(rec: dict[str, Any], raw: bytes) -> bytes | tuple[str, int, int]
 
 def mutation_groups(records: Iterable[Item]) -> list[list[Item]]:
     """The records grouped by mutation, in application order (see `_group_order`); inside
-    a group by bytes (any order gives the same state: the merge is commutative)."""
+    a group by bytes (any order gives the same state: the merge is commutative). Live
+    mutations with the same newest write time form one group."""
     groups: list[list[Item]] = []
     by_mutation: dict[bytes | tuple[str, int, int], list[Item]] = {}
     for item in records:
@@ -232,8 +234,21 @@ def mutation_groups(records: Iterable[Item]) -> list[list[Item]]:
         group.append(item)
     for group in by_mutation.values():
         group.sort(key=lambda item: item[1])
-    groups.sort(key=_group_order)
-    return groups
+    keyed = sorted(((_group_order(g), g) for g in groups), key=lambda kg: kg[0])
+    out: list[list[Item]] = []
+    last: tuple | None = None
+    for order, group in keyed:
+        # Live mutations with one write time are concurrent: Cassandra settles them by its
+        # tie rules (later expiry, then greater value), not by arrival, and a replica can hold
+        # them in any order. Applied one by one in id order they could show states no replica
+        # held (found on the ring: a TTL'd cell flipping a → b → a → b over four writes with one
+        # timestamp whose expiry times differed by a second), so they are applied together.
+        if out and order[0] and last is not None and last[0] and order[2] == last[2]:
+            out[-1] = out[-1] + group
+        else:
+            out.append(group)
+        last = order
+    return out
 
 
 def _group_order(group: list[Item]) -> tuple:

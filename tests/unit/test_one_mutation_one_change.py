@@ -334,3 +334,32 @@ def test_each_record_kept_from_any_replica_gives_the_events_of_one_copy(
             for m in range(n) for i in range(len(mutations[m]))]
     rnd.shuffle(kept)
     assert events(kept) == events([item for c in copies[:n] for item in c])
+
+
+def test_writes_with_one_timestamp_are_one_change_in_any_order() -> None:
+    # Found on the ring: statements with the same USING TIMESTAMP and TTL set `v` to `b`
+    # then `a`, executed a second apart (expiry times one second apart). Cassandra keeps
+    # the cell that expires last, then the greater value (Cells.resolveRegular): applied
+    # one write at a time in mutation-id order, `v` flipped a → b → a, states no replica
+    # ever held. Writes of one timestamp are concurrent: one change, in any arrival order.
+    expiry = NOW_MS // 1000 + 600
+
+    def ttl_write(ts: int, v: str, ldt: int) -> dict[str, Any]:
+        b = body("ROW", 1, ts=ts, v=v, insert=True)
+        b["liveness"].update(ttl=600, local_expiration_time=ldt)
+        for cell in b["cells"]:
+            cell.update(ttl=600, local_deletion_time=ldt)
+        return b
+
+    want = [(key(1), "c", None, row(1, None, "a"))]  # `a` expires last: SELECT shows it
+    for ts in range(1000, 1016):  # other timestamps, other ids: other orders of the ids
+        writes = [r for i, (v, d) in enumerate([("b", 0), ("b", 1), ("a", 1), ("a", 2)])
+                  for h in HOSTS for r in mutation(10 + i, ttl_write(ts, v, expiry + d),
+                                                   host=h)]
+        random.Random(ts).shuffle(writes)
+        assert run(handler(), writes)[0] == want, ts
+    # a later write time is a change of its own again
+    h = handler()
+    _, state = run(h, writes)
+    later = run(h, mutation(90, body("ROW", 1, ts=2000, v="z")), state)[0]
+    assert later == [(key(1), "u", row(1, None, "a"), row(1, None, "z"))]
