@@ -66,7 +66,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     progress = ProgressMetrics(Registry())
     running: list[Any] = []  # the query, once started (for /health)
     http = _serve(cfg, running, progress)  # first: a taken port fails before Spark starts
-    spark = job.session(cfg, available_now=available_now)
+    spark, archive = job.open_session(cfg, available_now=available_now)
     spark.sparkContext.setLogLevel("WARN")
     stopping: list[bool] = []
 
@@ -110,7 +110,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
             "records_written": int(progress.output_rows.get())})
         if http is not None:
             http.shutdown()
-        spark.stop()
+        job.close_session(spark, archive)
 
 
 def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy) -> str | None:
@@ -150,14 +150,14 @@ def state(config_file: Path | None, overrides: tuple[str, ...], top: int) -> Non
 
     cfg = _config(config_file, overrides)
     setup_logging(cfg.log.level, cfg.log.format)
-    spark = job.session(cfg)
+    spark, archive = job.open_session(cfg)
     spark.sparkContext.setLogLevel("ERROR")
     try:
         report = state_report(spark, Path(cfg.spark.checkpoint), top)
     except FileNotFoundError as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
-        spark.stop()
+        job.close_session(spark, archive)
     click.echo(json.dumps(report, indent=1))
 
 
@@ -190,14 +190,14 @@ def rescale(old_checkpoint: Path, config_file: Path | None,
         check_rescale(old, Path(cfg.spark.checkpoint), cfg.spark.shuffle_partitions)
     except RescaleRefused as exc:
         raise click.ClickException(f"rescale refused: {exc}") from exc
-    spark = job.session(cfg, available_now=True)
+    spark, archive = job.open_session(cfg, available_now=True)
     spark.sparkContext.setLogLevel("WARN")
     try:
         report = seed(spark, cfg, old)
     except RescaleRefused as exc:
         raise click.ClickException(f"rescale refused: {exc}") from exc
     finally:
-        spark.stop()
+        job.close_session(spark, archive)
     click.echo(json.dumps(report, indent=1))
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
+import subprocess
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from materializer import copy_dedupe
+from materializer import class_archive, copy_dedupe
 from materializer.handler import EventSettings
 from materializer.processor import OUTPUT_SCHEMA, MaterializeProcessor, bucket_column
 from materializer.settings import MaterializerConfig
@@ -36,8 +39,68 @@ def event_settings(cfg: MaterializerConfig) -> EventSettings:
                          e.schema_registry_url, e.avro_schema_topic, e.varint_mode)
 
 
-def session(cfg: MaterializerConfig, available_now: bool = False) -> SparkSession:
-    """The SparkSession: RocksDB state store, loopback when local, the Kafka connector."""
+def archive_plan(cfg: MaterializerConfig) -> class_archive.Plan | None:
+    """How the driver JVM uses a class archive (None: off, or a JVM spark-submit started)."""
+    s = cfg.spark
+    if not s.class_archive_dir or s.master == "submit":
+        return None
+    import pyspark
+
+    flags = " ".join([os.environ.get("SPARK_SUBMIT_OPTS", ""),
+                      s.conf.get("spark.driver.extraJavaOptions", ""), s.driver_memory])
+    key = class_archive.archive_key(class_archive.java_identity(), pyspark.__version__,
+                                    _jars(cfg).split(","), flags)
+    return class_archive.plan(Path(s.class_archive_dir).expanduser(), key,
+                              class_archive.pid_alive)
+
+
+def open_session(cfg: MaterializerConfig, available_now: bool = False
+                 ) -> tuple[SparkSession, class_archive.Plan | None]:
+    """session() with the driver's class archive (archive_plan); pass both to close."""
+    archive = archive_plan(cfg)
+    return session(cfg, available_now, archive), archive
+
+
+def close_session(spark: SparkSession, archive: class_archive.Plan | None) -> None:
+    """Stop Spark; a run that writes the class archive waits for its JVM to exit and keeps
+    the archive only if it exited cleanly."""
+    spark.stop()
+    if archive is not None and archive.creating:
+        kept = class_archive.finish(archive, stop_driver_jvm())
+        log.info("class archive " + ("written" if kept else "not written"),
+                 extra={"archive": str(archive.archive)})
+
+
+def stop_driver_jvm() -> int | None:
+    """Close the driver JVM's stdin (its signal to exit) and wait: its exit code."""
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None:
+        return None
+    with contextlib.suppress(OSError):
+        proc.stdin.close()
+    try:
+        return proc.wait(300)  # writing an archive takes ~10 s
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _jars(cfg: MaterializerConfig) -> str:
+    """spark.jars: the Kafka connector's jars ("" when spark-submit provides them)."""
+    s = cfg.spark
+    if s.kafka_jars == "auto":
+        from shared.devstack.settings import StackSettings
+        from shared.devstack.spark import kafka_connector_jars
+
+        return ",".join(str(j) for j in kafka_connector_jars(StackSettings.from_env()))
+    return "" if s.kafka_jars == "provided" else s.kafka_jars
+
+
+def session(cfg: MaterializerConfig, available_now: bool = False,
+            archive: class_archive.Plan | None = None) -> SparkSession:
+    """The SparkSession: RocksDB state store, loopback when local, the Kafka connector;
+    `archive` (archive_plan): the driver JVM maps or writes a class archive."""
     from pyspark.sql import SparkSession
 
     s = cfg.spark
@@ -55,14 +118,9 @@ def session(cfg: MaterializerConfig, available_now: bool = False) -> SparkSessio
     if local:
         builder = (builder.config("spark.ui.enabled", "false")
                    .config("spark.driver.memory", s.driver_memory))
-    if s.kafka_jars == "auto":
-        from shared.devstack.settings import StackSettings
-        from shared.devstack.spark import kafka_connector_jars
-
-        jars = kafka_connector_jars(StackSettings.from_env())
-        builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
-    elif s.kafka_jars != "provided":
-        builder = builder.config("spark.jars", s.kafka_jars)  # an explicit jar list
+    jars = _jars(cfg)
+    if jars:
+        builder = builder.config("spark.jars", jars)
     if available_now:
         # Timers make every trigger plan a no-data batch; with availableNow the query would
         # then never end (spark-notes §1.4). TTL expiry still runs for keys in the batches.
@@ -78,6 +136,10 @@ def session(cfg: MaterializerConfig, available_now: bool = False) -> SparkSessio
                        "true"))
     for key, value in s.conf.items():
         builder = builder.config(key, value)
+    if archive is not None and archive.options:
+        extra = s.conf.get("spark.driver.extraJavaOptions", "")
+        builder = builder.config("spark.driver.extraJavaOptions",
+                                 f"{extra} {archive.options}".strip())
     spark = builder.getOrCreate()
     _quiet_state_server(spark)
     return spark

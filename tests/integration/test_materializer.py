@@ -9,6 +9,7 @@ with Cassandra's own `SELECT *`, key by key.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import subprocess
@@ -177,6 +178,20 @@ def one_copy(stack, workload) -> str:
     run_materializer(materializer_command(stack, prefix, work / "ckpt-main"),
                      work / "main.log")
     return prefix
+
+
+def test_a_clean_run_leaves_the_class_archive_the_later_drivers_map(workload, one_copy
+                                                                    ) -> None:
+    """The module's first job ended cleanly: the drivers' class archive is there (written by
+    that job or an earlier one of the session; tests/integration/conftest.py) and no
+    creator's lock or partial archive is left. The later drivers of the suite run with
+    -Xshare:on, so one that could not map it would fail to start."""
+    directory = Path(os.environ["CASSCADE_SPARK__CLASS_ARCHIVE_DIR"])
+    archives = list(directory.glob("driver-*.jsa"))
+    assert archives and all(a.stat().st_size > 10_000_000 for a in archives), archives
+    assert not [*directory.glob("*.partial"), *directory.glob("*.lock")]
+    log = (workload["work"] / "main.log").read_text()
+    assert "class archive not written" not in log
 
 
 def test_events_end_at_what_cassandra_returns(stack, cql, workload, one_copy) -> None:

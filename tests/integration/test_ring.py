@@ -257,8 +257,7 @@ def _write_read_repair(env) -> dict:
             assert cassandra.kill(node)
         for k in range(20):
             env["sessions"][1].execute(f"INSERT INTO {ks}.rr (k, v) VALUES ({k}, 'v{k}')")
-        for node in nodes[1:]:
-            devstack.start_node(node, log=print)
+        devstack.restart_nodes(nodes[1:])  # side by side: ~20 s less than one by one
         devstack.wait_ring(ring)
     finally:
         for node in nodes:
