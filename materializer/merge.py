@@ -24,8 +24,9 @@ from materializer.model import (
     RangeDeletion,
     RowState,
 )
+from shared.rowupdate import MIN_TS, record_timestamp
 
-MIN_TS = -(1 << 63)
+__all__ = ["MIN_TS", "Merger", "record_timestamp"]  # the record order lives with the format
 
 
 def _deletion(d: dict[str, Any] | None) -> Deletion | None:
@@ -108,20 +109,6 @@ def _shards(ctx: bytes) -> Iterable[tuple[bytes, int, int]]:
     for p in range(body, len(ctx), 32):
         clock, count = struct.unpack_from(">qq", ctx, p + 16)
         yield ctx[p:p + 16], clock, count
-
-
-def record_timestamp(rec: dict[str, Any]) -> int:
-    """The newest write time a record carries (µs): its place in write-time order."""
-    ts = MIN_TS
-    if rec["deletion"] is not None:
-        ts = rec["deletion"]["marked_for_delete_at"]
-    if rec["liveness"] is not None:
-        ts = max(ts, rec["liveness"]["timestamp"])
-    for c in rec["cells"]:
-        ts = max(ts, c["timestamp"])
-    for d in rec["complex_deletions"]:
-        ts = max(ts, d["marked_for_delete_at"])
-    return ts
 
 
 class Merger:

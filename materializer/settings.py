@@ -44,13 +44,10 @@ class SparkSettings:
     # replica copies whose digest was seen this many seconds before are dropped in the
     # JVM, before Python (`materializer.copy_dedupe`); a later copy merges harmlessly.
     # 0: off. Whether a checkpoint has the dedupe is fixed when it starts. The copies that
-    # survive may come from different replicas; raw format 3's mutation id keeps a
-    # mutation's records together all the same. Off by default: when a mutation's copies
-    # span micro-batches, the copies a batch still holds set the mutation's place among
-    # the batch's others, so intermediate events can differ from a run without the dedupe
-    # (seen in 1 of 4 test runs; final rows equal). The fix: the mutation's write time in
-    # the raw record, so its place does not depend on which copies are present
-    dedupe_window_s: int = 0
+    # survive may come from different replicas; raw format 4's mutation id keeps a
+    # mutation's records together and carries its write time, which sets its place in a
+    # batch whichever of its copies are there (keep it 0 while format-2/3 publishers run)
+    dedupe_window_s: int = 120
     batched_state: bool = True  # pipelined state-server calls (PySpark 4.2.0 internals)
     # a partition of more than twice this many rows keeps them in pages of this many, so a
     # batch reads and writes only the pages it can change; may change between runs

@@ -19,6 +19,7 @@ from shared.rowupdate import (
     DIGEST_SIZE,
     FALSE,
     KIND,
+    MIN_TS,
     NULL,
     SMALL_LIMIT,
     SMALL_LONGS,
@@ -75,27 +76,32 @@ class RecordWriter:
             size = len(key)
             key_size = SMALL_LONGS[size + size] if size < SMALL_LIMIT else avro_long(size)
             contents: list[bytes] = []
+            newest = MIN_TS  # of the update's records: the first half of its mutation id
             if (update.partition_deletion is not None or update.static_row is not None
                     or update.markers):
                 bodies: list[bytes] = []
                 if update.partition_deletion is not None:
+                    newest = update.partition_deletion.marked_for_delete_at
                     bodies.append(_EMPTY_ARRAY + KIND["PARTITION_DELETION"]
                                   + _deletion(update.partition_deletion) + FALSE + _NO_RANGE
                                   + NULL + _EMPTY_ARRAY + _EMPTY_ARRAY)
                 if update.static_row is not None:
                     parts: list[bytes] = []
-                    row_into(parts, update.static_row, _STATIC_ROW)
+                    newest = max(newest, row_into(parts, update.static_row, _STATIC_ROW))
                     bodies.append(b"".join(parts))
                 if update.markers:
-                    bodies.extend(_range_body(rec) for rec in range_records(update.markers))
+                    for rec in range_records(update.markers):
+                        newest = max(newest, rec["deletion"]["marked_for_delete_at"])
+                        bodies.append(_range_body(rec))
                 contents += [b"".join((prefix, key_size, key, body)) for body in bodies]
             for row in update.rows:  # the common case: one list, one join per record
                 parts = [prefix, key_size, key]
-                row_into(parts, row, _ROW)
+                ts = row_into(parts, row, _ROW)
+                newest = ts if ts > newest else newest
                 contents.append(b"".join(parts))
-            # the copy digests first: the mutation id is the digest of them all
+            # the copy digests first: the mutation id is the newest time + a digest of them
             digests = [blake2b(c, digest_size=DIGEST_SIZE).digest() for c in contents]
-            mid = mutation_id(digests)
+            mid = mutation_id(digests, newest)
             for content, digest in zip(contents, digests, strict=True):
                 out.append((update, b"".join((
                     VERSION_BYTE, digest, mid, content, head, position,
@@ -113,11 +119,13 @@ class RecordWriter:
             entry = self._prefix[id(table)] = (table, raw)
         return entry[1]
 
-    def _row_into(self, parts: list[bytes], row: Row, kind: bytes) -> None:
-        """Append the RowUpdate fields from `clustering` to `complex_deletions` of `row`."""
+    def _row_into(self, parts: list[bytes], row: Row, kind: bytes) -> int:
+        """Append the RowUpdate fields from `clustering` to `complex_deletions` of `row`;
+        returns its newest write time (as `rowupdate.record_timestamp`)."""
         clustering = row.clustering
         parts.append(avro_values(clustering) if clustering else _EMPTY_ARRAY)
         parts.append(kind)
+        newest = MIN_TS if row.deletion is None else row.deletion.marked_for_delete_at
         if row.deletion is None and not row.shadowable:
             parts.append(_UNDELETED)
         else:
@@ -129,6 +137,7 @@ class RecordWriter:
             parts.append(NULL)
         else:
             last_ts = live.timestamp
+            newest = max(newest, last_ts)
             ts_enc = avro_long(last_ts)
             ts_tail = ts_enc + _LIVE_TAIL
             if live.ttl == 0 and live.local_expiration_time is None:
@@ -145,6 +154,7 @@ class RecordWriter:
                 ts = c.timestamp
                 if ts != last_ts:  # the cells of a row usually share the row's timestamp
                     last_ts = ts
+                    newest = ts if ts > newest else newest
                     ts_enc = avro_long(ts)
                     ts_tail = ts_enc + _LIVE_TAIL
                 if (c.path is None and c.ttl == 0 and c.local_deletion_time is None
@@ -163,9 +173,11 @@ class RecordWriter:
         if row.complex_deletions:
             parts.append(avro_long(len(row.complex_deletions)))
             for name, d in row.complex_deletions.items():
+                newest = max(newest, d.marked_for_delete_at)
                 parts += (avro_string(name), avro_long(d.marked_for_delete_at),
                           avro_opt_long(d.local_deletion_time))
         parts.append(_EMPTY_ARRAY)
+        return newest
 
 
 def _deletion(d: DeletionTime | None) -> bytes:

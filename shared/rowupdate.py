@@ -9,11 +9,12 @@ from typing import Any
 
 import fastavro
 
-# The leading byte of every raw-topic value: 3 (what this version writes) = the byte, the
-# copy digest, the mutation id (DIGEST_SIZE bytes each), the Avro RowUpdate; 2 (still read)
-# = the byte, the copy digest, the Avro; 1 (still read) = the byte, the Avro.
-FORMAT_VERSION = 3
-READ_VERSIONS = (1, 2, 3)
+# The leading byte of every raw-topic value: 4 (what this version writes) = the byte, the
+# copy digest, the mutation id (DIGEST_SIZE bytes each), the Avro RowUpdate; 3 (still read)
+# = the same with an id that is all hash; 2 (still read) = the byte, the copy digest, the
+# Avro; 1 (still read) = the byte, the Avro.
+FORMAT_VERSION = 4
+READ_VERSIONS = (1, 2, 3, 4)
 # The copy digest: BLAKE2b-128 of the Avro bytes before the trailing `source` block.
 # Replicas' copies of one write are byte-identical there (the coordinator fixes timestamps,
 # TTLs and local deletion/expiration times before it sends the mutation; a hint replays
@@ -21,15 +22,22 @@ READ_VERSIONS = (1, 2, 3)
 # nothing: the materializer drops such copies before Python (design §4). A read repair is a
 # mutation of its own, with its own digest. At a fixed offset, so Spark reads it as
 # substring(value, 2, 16) without decoding anything.
-# The mutation id: BLAKE2b-128 of the copy digests of all the records split from one
-# partition update (one table's part of one commit log mutation), in split order. Every
+# The mutation id: the newest write time of all the records split from one partition update
+# (one table's part of one commit log mutation; 8 bytes, big-endian, sign bit flipped so the
+# bytes sort as the times do), then BLAKE2b-64 of their copy digests in split order. Every
 # replica computes the same id for its copy of the mutation, so the materializer keeps a
 # mutation's records together (one mutation, one change) even when the copies that survive
-# the dedupe come from different replicas; a source position could not.
+# the dedupe come from different replicas (a source position could not), and orders a
+# micro-batch's mutations by their write time even when only some of their records are in
+# it (the rest came in an earlier batch, or the dedupe dropped their copies here).
 DIGEST_SIZE = 16
-_HEADER = {1: 1, 2: 1 + DIGEST_SIZE, 3: 1 + 2 * DIGEST_SIZE}  # version → Avro offset
-DIGEST_VERSIONS = (2, 3)  # the format versions that carry the copy digest at byte 1
+TIME_SIZE = 8
+_TIME_BIAS = 1 << 63
+_HEADER = {1: 1, 2: 1 + DIGEST_SIZE, 3: 1 + 2 * DIGEST_SIZE, 4: 1 + 2 * DIGEST_SIZE}
+DIGEST_VERSIONS = (2, 3, 4)  # the format versions that carry the copy digest at byte 1
+_MUTATION_BYTES = (b"\x03", b"\x04")  # ... and the mutation id after it
 VERSION_BYTE = bytes([FORMAT_VERSION])
+MIN_TS = -(1 << 63)
 KINDS = ["ROW", "STATIC_ROW", "PARTITION_DELETION", "RANGE_TOMBSTONE", "SNAPSHOT_ROW"]
 
 _VALUES = {"type": "array", "items": ["null", "bytes"]}
@@ -106,23 +114,38 @@ def encode_with_fastavro(record: dict[str, Any], mutation: bytes | None = None) 
     fastavro.schemaless_writer(buf, SCHEMA, record)
     avro = buf.getvalue()
     size = len(avro) - len(encode_source(record["source"]))
-    return frame(avro[:size], avro[size:], mutation)
+    return frame(avro[:size], avro[size:], record, mutation)
 
 
-def mutation_id(digests: Iterable[bytes]) -> bytes:
-    """The mutation id of the records split from one partition update, from their copy
-    digests in split order."""
-    return blake2b(b"".join(digests), digest_size=DIGEST_SIZE).digest()
+def record_timestamp(rec: dict[str, Any]) -> int:
+    """The newest write time a RowUpdate carries (µs): its place in write-time order."""
+    ts = MIN_TS
+    if rec["deletion"] is not None:
+        ts = rec["deletion"]["marked_for_delete_at"]
+    if rec["liveness"] is not None:
+        ts = max(ts, rec["liveness"]["timestamp"])
+    for c in rec["cells"]:
+        ts = max(ts, c["timestamp"])
+    for d in rec["complex_deletions"]:
+        ts = max(ts, d["marked_for_delete_at"])
+    return ts
 
 
-def frame(content: bytes, source: bytes, mutation: bytes | None = None,
-          digest: bytes | None = None) -> bytes:
+def mutation_id(digests: Iterable[bytes], newest_us: int) -> bytes:
+    """The mutation id of the records split from one partition update: their newest write
+    time, then a digest of their copy digests in split order."""
+    return ((newest_us + _TIME_BIAS).to_bytes(TIME_SIZE, "big")
+            + blake2b(b"".join(digests), digest_size=DIGEST_SIZE - TIME_SIZE).digest())
+
+
+def frame(content: bytes, source: bytes, record: dict[str, Any],
+          mutation: bytes | None = None, digest: bytes | None = None) -> bytes:
     """A raw-topic value from a record's Avro bytes before `source` and its `source` block;
     `mutation`: its mutation id (default: a mutation of this one record); `digest`: its
     copy digest if already computed."""
     digest = digest or blake2b(content, digest_size=DIGEST_SIZE).digest()
-    return b"".join((VERSION_BYTE, digest, mutation or mutation_id((digest,)), content,
-                     source))
+    mutation = mutation or mutation_id((digest,), record_timestamp(record))
+    return b"".join((VERSION_BYTE, digest, mutation, content, source))
 
 
 def avro_start(value: bytes) -> int:
@@ -135,9 +158,17 @@ def avro_start(value: bytes) -> int:
 
 
 def mutation_of_value(value: bytes) -> bytes | None:
-    """The mutation id a raw-topic value carries (format 3); None for older formats."""
-    if value[:1] == VERSION_BYTE and len(value) > _HEADER[3]:
+    """The mutation id a raw-topic value carries (formats 3, 4); None for older formats."""
+    if value[:1] in _MUTATION_BYTES and len(value) > _HEADER[3]:
         return value[1 + DIGEST_SIZE:_HEADER[3]]
+    return None
+
+
+def mutation_time_of_value(value: bytes) -> int | None:
+    """The newest write time of the mutation a raw-topic value belongs to (format 4)."""
+    if value[:1] == VERSION_BYTE and len(value) > _HEADER[4]:
+        start = 1 + DIGEST_SIZE
+        return int.from_bytes(value[start:start + TIME_SIZE], "big") - _TIME_BIAS
     return None
 
 
@@ -226,7 +257,7 @@ def _deletion(d: dict[str, Any] | None) -> bytes:
 def encode(record: dict[str, Any], mutation: bytes | None = None) -> bytes:
     """The raw-topic value of one RowUpdate dict (the same bytes as fastavro's Avro);
     `mutation`: its mutation id (default: a mutation of this one record)."""
-    return frame(_content(record), encode_source(record["source"]), mutation)
+    return frame(_content(record), encode_source(record["source"]), record, mutation)
 
 
 def encode_update(records: list[dict[str, Any]]) -> list[bytes]:
@@ -234,8 +265,8 @@ def encode_update(records: list[dict[str, Any]]) -> list[bytes]:
     id for all of them)."""
     contents = [_content(r) for r in records]
     digests = [blake2b(c, digest_size=DIGEST_SIZE).digest() for c in contents]
-    mutation = mutation_id(digests)
-    return [frame(c, encode_source(r["source"]), mutation, d)
+    mutation = mutation_id(digests, max(record_timestamp(r) for r in records))
+    return [frame(c, encode_source(r["source"]), r, mutation, d)
             for c, d, r in zip(contents, digests, records, strict=True)]
 
 

@@ -260,9 +260,6 @@ def test_three_replicas_copies_give_the_events_of_one(stack, workload, one_copy,
     assert _events(stack, f"{replicas['prefix']}pages", ks) == one
 
 
-@pytest.mark.xfail(strict=False, reason="known fault, default off: when a mutation's copies "
-                   "span micro-batches, the copies a batch holds set its order among the "
-                   "batch's mutations, so intermediate events can differ (1 run in 4)")
 def test_copy_dedupe_changes_no_event(stack, cql, workload, replicas) -> None:
     """The JVM-side dedupe drops the copies that come within its window, merges the late
     ones harmlessly, and the events are those without it; they end at Cassandra's rows."""

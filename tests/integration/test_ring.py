@@ -237,8 +237,12 @@ def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env) -> None:
                      if r["source"]["host"] == host} for host in ("node-1", "node-2", "node-3")}
     assert [len(hinted[h]) for h in sorted(hinted)] == [300, 300, 300], \
         {h: len(v) for h, v in hinted.items()}
-    check_events(ring.bootstrap_servers, env["prefix"], truth,
-                 {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")})
+    # at 1,500 statements the counter table can end with few rows (4 in one run): its events
+    # are checked all the same, and there must be some
+    counts = check_events(ring.bootstrap_servers, env["prefix"], truth,
+                          {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")},
+                          min_rows=1)
+    assert counts["r"] >= 100 and counts["ctr"] >= 10, counts
 
 
 def _write_read_repair(env) -> dict:
@@ -338,9 +342,13 @@ def test_ten_tables_at_once_and_a_broker_restart_keep_the_job_running(env, stack
     http_port = 18290
     # latest: the prefix's earlier scenarios are not this job's; the ten tables' topics are
     # new, and partitions found after the start are read from their beginning
+    # An idempotent producer whose batch was in flight when the broker stopped can get
+    # OUT_OF_ORDER_SEQUENCE_NUMBER until its delivery timeout (2 min by default) expires the
+    # batch and fails the query, which then restarts: a 30 s timeout makes that wait shorter
+    producer = '{"delivery.timeout.ms": "30000", "request.timeout.ms": "10000"}'
     cmd = materializer_command(ring, env["prefix"], work / "ckpt-ten", f"http.port={http_port}",
                                "spark.restart_backoff_s=2", "kafka.starting_offsets=latest",
-                               available_now=False)
+                               f"kafka.producer={producer}", available_now=False)
     job = start_materializer(cmd, work / "ten.log")
     try:
         # a first progress report: the query has fixed its starting offsets

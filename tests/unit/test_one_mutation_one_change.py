@@ -363,3 +363,26 @@ def test_writes_with_one_timestamp_are_one_change_in_any_order() -> None:
     _, state = run(h, writes)
     later = run(h, mutation(90, body("ROW", 1, ts=2000, v="z")), state)[0]
     assert later == [(key(1), "u", row(1, None, "a"), row(1, None, "z"))]
+
+
+def test_a_mutations_place_does_not_depend_on_which_of_its_records_a_batch_holds() -> None:
+    # BEGIN BATCH INSERT ... (2, 1, 'a') USING TIMESTAMP 3000; INSERT ... (2, 2, 'x') USING
+    # TIMESTAMP 1000; APPLY BATCH (one partition: one mutation), and a later INSERT of row 2
+    # at 2000. The mutation's row-1 record came in the first micro-batch; in the second, a
+    # replica's no-op copy of it is there (dedupe off) or not (dropped by the dedupe). Its
+    # place among the batch's mutations is its newest write time from its id (3000), so
+    # both give the same events: the copy dedupe cannot change an event (issue 14).
+    batch = {h: mutation(10, body("ROW", 1, ts=3000, v="a", insert=True),
+                         body("ROW", 2, ts=1000, v="x", insert=True), host=h)
+             for h in HOSTS[:2]}
+    later = mutation(20, body("ROW", 2, ts=2000, v="y", insert=True))
+    first = [batch[HOSTS[0]][0]]
+    seen = []
+    for second in ([batch[HOSTS[1]][0], batch[HOSTS[0]][1], *later],
+                   [batch[HOSTS[0]][1], *later]):
+        h = handler()
+        events, state = run(h, first)
+        more, _ = run(h, second, state)
+        seen.append(events + more)
+    assert seen[0] == seen[1] == [(key(1), "c", None, row(1, None, "a")),
+                                  (key(2), "c", None, row(2, None, "y"))]

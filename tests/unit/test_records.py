@@ -160,8 +160,14 @@ def test_replica_copies_share_a_digest_and_nothing_else_does() -> None:
     v2 = b"\x02" + rowupdate.encode(record)[1:1 + rowupdate.DIGEST_SIZE] + v1[1:]
     assert rowupdate.decode(v2) == record and rowupdate.digest_of(v2) == base
     assert rowupdate.mutation_of_value(v1) is None and rowupdate.mutation_of_value(v2) is None
-    with pytest.raises(rowupdate.RecordFormatError, match="format version 4"):
-        rowupdate.decode(b"\x04" + v1[1:])
+    v4 = rowupdate.encode(record)
+    v3 = b"\x03" + v4[1:]  # what the previous version wrote: the same header layout
+    assert rowupdate.decode(v3) == record and rowupdate.digest_of(v3) == base
+    assert rowupdate.mutation_of_value(v3) == rowupdate.mutation_of_value(v4) is not None
+    assert rowupdate.mutation_time_of_value(v3) is None
+    assert rowupdate.mutation_time_of_value(v4) == rowupdate.record_timestamp(record)
+    with pytest.raises(rowupdate.RecordFormatError, match="format version 5"):
+        rowupdate.decode(b"\x05" + v1[1:])
 
 
 def test_replica_copies_share_a_mutation_id_and_mutations_differ() -> None:

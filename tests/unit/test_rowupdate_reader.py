@@ -59,4 +59,4 @@ def test_damage_gives_a_record_format_error_never_a_wrong_record() -> None:
             # a flip inside a value can still be a valid record: then fastavro agrees
             assert got == rowupdate.decode(damaged)
     with pytest.raises(rowupdate.RecordFormatError, match="format version"):
-        read_row_update(b"\x04" + values[0][1:])
+        read_row_update(b"\x05" + values[0][1:])
