@@ -91,17 +91,6 @@ def finish(p: Plan, jvm_exit_code: int | None) -> bool:
     return kept
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid runs (signal 0: no signal sent)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _pid_in(lock: Path) -> int | None:
     try:
         text = lock.read_text().strip()

@@ -15,6 +15,7 @@ from materializer import class_archive, copy_dedupe
 from materializer.handler import EventSettings
 from materializer.processor import OUTPUT_SCHEMA, MaterializeProcessor, bucket_column
 from materializer.settings import MaterializerConfig
+from shared.pids import pid_alive
 
 if TYPE_CHECKING:
     from pyspark.sql import GroupedData, SparkSession
@@ -50,8 +51,7 @@ def archive_plan(cfg: MaterializerConfig) -> class_archive.Plan | None:
                       s.conf.get("spark.driver.extraJavaOptions", ""), s.driver_memory])
     key = class_archive.archive_key(class_archive.java_identity(), pyspark.__version__,
                                     _jars(cfg).split(","), flags)
-    return class_archive.plan(Path(s.class_archive_dir).expanduser(), key,
-                              class_archive.pid_alive)
+    return class_archive.plan(Path(s.class_archive_dir).expanduser(), key, pid_alive)
 
 
 def open_session(cfg: MaterializerConfig, available_now: bool = False

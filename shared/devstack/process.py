@@ -11,6 +11,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from shared.pids import pid_alive
+
 
 class StackError(RuntimeError):
     """A local-stack operation failed; the message says what and what to do."""
@@ -23,25 +25,6 @@ def read_pid(pid_file: Path) -> int | None:
     except (FileNotFoundError, ValueError):
         return None
     return pid if pid_alive(pid) else None
-
-
-def pid_alive(pid: int) -> bool:
-    """True when `pid` names a live, non-zombie process."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A dead child nobody reaped yet stays as a zombie: not running. But a JVM's leader
-    # thread can show 'Z' while its other threads still run (shutdown), so a zombie only
-    # counts as dead once it has no other threads.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        threads = len(list(Path(f"/proc/{pid}/task").iterdir()))
-    except OSError:
-        return True
-    return not (stat.rsplit(")", 1)[-1].split()[0] == "Z" and threads <= 1)
 
 
 def spawn(argv: Sequence[str], pid_file: Path, log_file: Path, cwd: Path,
