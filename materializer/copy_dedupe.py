@@ -1,8 +1,10 @@
 """Replica copies dropped in the JVM, before Python: the copy dedupe of the Spark query.
 
 At RF=3 every change reaches the raw topics three times, and merging the second and third
-copy changes nothing. Each format-2 raw value carries a copy digest (`shared.rowupdate`);
-the query drops a record whose digest it saw within the window. The dedupe is a stateful
+copy changes nothing. Each raw value from format 2 on carries a copy digest, and from
+format 3 a mutation id (`shared.rowupdate`); the query drops a record whose copy key (the
+digest and the mutation id: the same content in another mutation is another record) it saw
+within the window. The dedupe is a stateful
 operator of the query, so whether a checkpoint has it is fixed when the checkpoint starts:
 Spark refuses to add or remove a stateful operator on an existing checkpoint
 (STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA, seen here).
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from shared.rowupdate import DIGEST_SIZE, DIGEST_VERSIONS
+from shared.rowupdate import COPY_KEY_SIZE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,8 +65,8 @@ def window_for(spark: SparkSession, checkpoint: object, configured_s: int) -> in
 
 def drop_copies(raw: DataFrame, window_s: int) -> DataFrame:
     """The raw records without the replicas' second and third copies of a write: a record
-    whose copy digest (bytes 2-17 of a format-2 or -3 value) was seen in the last `window_s`
-    seconds goes no further.
+    whose copy key (`rowupdate.copy_key_of`: bytes 2-33 of a format-3 or -4 value, 2-17 of
+    format 2) was seen in the last `window_s` seconds goes no further.
 
     The window runs on processing time (the micro-batch's clock, never the records' own
     timestamps), so no record is ever "late" to Spark and none is dropped for its age. A
@@ -77,9 +79,12 @@ def drop_copies(raw: DataFrame, window_s: int) -> DataFrame:
     value = F.col("value")
     own = F.concat(F.lit(b"\x00"), F.encode(F.concat_ws("/", "topic", "partition", "offset"),
                                             "UTF-8"))
-    digest = (F.when(F.substring(value, 1, 1).isin(*(bytes([v]) for v in DIGEST_VERSIONS)),
-                     F.substring(value, 2, DIGEST_SIZE)).otherwise(own))
-    return (raw.withColumn("copy_digest", digest)
+    version = F.substring(value, 1, 1)
+    key = own
+    for v, size in COPY_KEY_SIZE.items():
+        key = F.when(version == F.lit(bytes([v])), F.substring(value, 2, size)).otherwise(key)
+    # the column keeps its first name: it is the dedupe state's key in existing checkpoints
+    return (raw.withColumn("copy_digest", key)
             .withColumn("seen_at", F.current_timestamp())
             .withWatermark("seen_at", f"{window_s} seconds")
             .dropDuplicatesWithinWatermark(["copy_digest"]))

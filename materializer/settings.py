@@ -41,8 +41,9 @@ class SparkSettings:
     # keys are grouped into buckets (one MapState entry per key); fixed for the life of a
     # checkpoint, like shuffle_partitions
     state_buckets: int = 64
-    # replica copies whose digest was seen this many seconds before are dropped in the
-    # JVM, before Python (`materializer.copy_dedupe`); a later copy merges harmlessly.
+    # replica copies whose digest and mutation id were seen this many seconds before are
+    # dropped in the JVM, before Python (`materializer.copy_dedupe`); a later copy merges
+    # harmlessly.
     # 0: off. Whether a checkpoint has the dedupe is fixed when it starts. The copies that
     # survive may come from different replicas; raw format 4's mutation id keeps a
     # mutation's records together and carries its write time, which sets its place in a

@@ -35,6 +35,11 @@ TIME_SIZE = 8
 _TIME_BIAS = 1 << 63
 _HEADER = {1: 1, 2: 1 + DIGEST_SIZE, 3: 1 + 2 * DIGEST_SIZE, 4: 1 + 2 * DIGEST_SIZE}
 DIGEST_VERSIONS = (2, 3, 4)  # the format versions that carry the copy digest at byte 1
+# What makes two raw values copies of one record, at byte 1: the copy digest and, from
+# format 3, the mutation id after it. The same record content can belong to two mutations
+# (a statement run alone and again inside a batch, one USING TIMESTAMP, one second): those
+# are two records, each part of its own change, and neither may stand in for the other.
+COPY_KEY_SIZE = {2: DIGEST_SIZE, 3: 2 * DIGEST_SIZE, 4: 2 * DIGEST_SIZE}
 _MUTATION_BYTES = (b"\x03", b"\x04")  # ... and the mutation id after it
 VERSION_BYTE = bytes([FORMAT_VERSION])
 MIN_TS = -(1 << 63)
@@ -330,6 +335,13 @@ def digest_of(value: bytes) -> bytes:
     avro = value[avro_start(value):]
     size = len(encode_source(decode(value)["source"]))
     return blake2b(avro[:len(avro) - size], digest_size=DIGEST_SIZE).digest()
+
+
+def copy_key_of(value: bytes) -> bytes | None:
+    """What a raw-topic value's copies share (COPY_KEY_SIZE bytes after the version byte);
+    None for format 1, whose records stand for themselves."""
+    size = COPY_KEY_SIZE.get(value[0]) if value else None
+    return value[1:1 + size] if size else None
 
 
 def decode(value: bytes) -> dict[str, Any]:
