@@ -428,6 +428,11 @@ def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path)
     assert http_get(port, "/health")[0] == 0  # the server went with the job
 
 
+# the TTL test's TTLs (s): key 1's; key 3's first and the one a rewrite moves it to (the
+# first check for key 3 comes 4 s after its first time, and its new time is later still)
+TTL_S, FIRST_S, MOVED_S = 15, 30, 40
+
+
 def test_ttl_expiry_is_an_event_even_without_writes(stack, cql, tmp_path) -> None:
     """Processing-time timers report the expiry of keys nobody writes to again, also when a
     key's expiry moved later after it was indexed."""
@@ -453,25 +458,25 @@ def test_ttl_expiry_is_an_event_even_without_writes(stack, cql, tmp_path) -> Non
         wait_until(lambda: ops() == [(2, "c")], 300, "the first event")
         before = cdc_offsets(stack.cdc_raw_dir)
         # long enough to be seen alive first, even on a slow machine
-        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (1, 'expires') USING TTL 20")
-        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (3, 'extended') USING TTL 45")
+        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (1, 'expires') USING TTL {TTL_S}")
+        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (3, 'extended') USING TTL {FIRST_S}")
         written = time.monotonic()
         publish_new_cdc(stack, cql, before, prefix, tmp_path / "second")
         wait_until(lambda: {(1, "c"), (3, "c")} <= set(ops()), 60, "the TTL'd rows' creation")
-        # key 3's expiry moves later (a rewrite with TTL 60): the time it was first indexed
-        # at (45 s) passes without a `d`, and the `d` comes at the new time
+        # key 3's expiry moves later (a rewrite with a longer TTL): the time it was first
+        # indexed at passes without a `d`, and the `d` comes at the new time
         before = cdc_offsets(stack.cdc_raw_dir)
-        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (3, 'later') USING TTL 60")
+        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (3, 'later') USING TTL {MOVED_S}")
         rewritten = time.monotonic()
         publish_new_cdc(stack, cql, before, prefix, tmp_path / "third")
         wait_until(lambda: (3, "u") in ops(), 60, "the rewrite")
-        assert time.monotonic() - written < 44, "the rewrite came after the first expiry"
+        assert time.monotonic() - written < FIRST_S - 1, "the rewrite came after the expiry"
         wait_until(lambda: (1, "d") in ops(), 90, "the expiry event")
-        assert time.monotonic() - written >= 19  # not before the TTL ran out
-        time.sleep(max(0.0, written + 50 - time.monotonic()))  # past key 3's first time
+        assert time.monotonic() - written >= TTL_S - 1  # not before the TTL ran out
+        time.sleep(max(0.0, written + FIRST_S + 4 - time.monotonic()))  # past key 3's first
         assert (3, "d") not in ops()
         wait_until(lambda: (3, "d") in ops(), 90, "the moved expiry's event")
-        assert time.monotonic() - rewritten >= 59
+        assert time.monotonic() - rewritten >= MOVED_S - 1
         assert sorted(ops()) == [(1, "c"), (1, "d"), (2, "c"), (3, "c"), (3, "d"), (3, "u")]
         expiry = next(v for *_, v in read_events(stack.bootstrap_servers, topic) if v and
                   v["op"] == "d" and v["before"]["k"] == 1)

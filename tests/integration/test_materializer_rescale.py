@@ -1,11 +1,12 @@
 """`casscade materializer rescale`: a job outgrows its state partitions, on the real stack.
 
-A randomized workload in two parts is published twice, under two prefixes. One job runs
-with 2 state partitions over part 1, is rescaled to 4 (its state, timers and Kafka position
-go to a new checkpoint), and the rescaled job processes part 2. A reference job with 2
-partitions processes the same two parts without a rescale. Part 2's events must be the
-reference's, key by key; the final rows must be Cassandra's; no event may come from a part-1
-record after the rescale; and a TTL timer set before the rescale must fire after it.
+A randomized workload in two parts is published. One job runs with 2 state partitions over
+part 1, is rescaled to 4 (its state, timers and Kafka position go to a new checkpoint), and
+the rescaled job processes part 2. The reference is the job's own merge and event rule
+(KeyHandler) run in this process over the same two micro-batches without a rescale (a
+second Spark job did the same in 45 s more). Both parts' events must be the reference's,
+key by key; the final rows must be Cassandra's; no event may come from a part-1 record
+after the rescale; and a TTL timer set before the rescale must fire after it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from confluent_kafka import KafkaException
 from materializer_harness import (
     canonical,
     final_rows,
+    handler_streams,
     kill_group,
     materializer_command,
     oracle_rows,
@@ -75,11 +77,6 @@ def _ends(stack: StackSettings, topics: list[str]) -> dict[str, dict[int, int]]:
     return out
 
 
-def _after(stack: StackSettings, topic: str, marks: dict[int, int]) -> list[tuple]:
-    """The events of `topic` written after `marks` (from _ends)."""
-    return [e for e in read_events(stack.bootstrap_servers, topic) if e[1] >= marks[e[0]]]
-
-
 def _streams(events: list[tuple]) -> dict[str, list]:
     """Per key: its events' (op, before, after) in order (tombstones as None)."""
     out: dict[str, list] = defaultdict(list)
@@ -113,9 +110,9 @@ def test_rescaled_job_continues_exactly_where_the_old_one_stopped(stack, cql, tm
 def _run(stack: StackSettings, cql, ks: str, work: Path) -> None:
     create_workload_tables(cql, ks)
     cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, v text) WITH cdc = true")
-    res, ref = f"rs{uuid.uuid4().hex[:8]}", f"rf{uuid.uuid4().hex[:8]}"
+    res = f"rs{uuid.uuid4().hex[:8]}"
     topics = {name: f"{{}}.{ks}.{name}" for name in ("r", "ctr", "t")}
-    old, new, reference = work / "ckpt-2", work / "ckpt-4", work / "ckpt-ref"
+    old, new = work / "ckpt-2", work / "ckpt-4"
 
     # part 1, and a row whose TTL runs out only after the rescale
     before = cdc_offsets(stack.cdc_raw_dir)
@@ -127,21 +124,12 @@ def _run(stack: StackSettings, cql, ks: str, work: Path) -> None:
                      work / "job-2.log")
     assert time.monotonic() - written < TTL_S - 20, "job A ran too late to see the TTL row"
     assert (1, "c") in [(k, op) for k, op, _o in _ttl_ops(stack, topics["t"].format(res))]
-    publish_new_cdc(stack, cql, before, ref, work / f"p1-{ref}", from_before=True)
-    run_materializer(materializer_command(stack, ref, reference, "spark.shuffle_partitions=2",
-                                          PAGES), work / "ref.log")
-    names = [t.format(res) for t in topics.values()] + [t.format(ref) for t in topics.values()]
-    marks = _ends(stack, names)
-    for name in ("r", "ctr"):  # the two copies agree so far
-        first = read_events(stack.bootstrap_servers, topics[name].format(res))
-        again = read_events(stack.bootstrap_servers, topics[name].format(ref))
-        assert _streams(first) == _streams(again) and first, name
+    marks = _ends(stack, [t.format(res) for t in topics.values()])
 
     # part 2, published while the old job is stopped
     before = cdc_offsets(stack.cdc_raw_dir)
     assert len(run_workload(cql, ks, STATEMENTS)) >= STATEMENTS * 0.9
-    for prefix in (res, ref):
-        publish_new_cdc(stack, cql, before, prefix, work / f"p2-{prefix}", from_before=True)
+    publish_new_cdc(stack, cql, before, res, work / f"p2-{res}", from_before=True)
 
     # refusals first: each leaves the new checkpoint untouched
     for sets, why in ((("spark.shuffle_partitions=1",), "fewer than the old"),
@@ -170,23 +158,28 @@ def _run(stack: StackSettings, cql, ks: str, work: Path) -> None:
         ["0", "1", "2", "3"]
     again = _rescale(stack, res, old, new, "spark.shuffle_partitions=4")
     assert again.returncode != 0 and "not empty" in again.stderr
-    run_materializer(materializer_command(stack, ref, reference, PAGES), work / "ref.log")
 
-    # part 2's events: the reference's, none from a record the old job had processed
+    # both parts' events: the reference's (part 1 from job A, part 2 from the rescale's
+    # run), none of part 2 from a record the old job had processed
     start = report["starting_offsets"]
     tables = {t.table: t for t in catalog_from_json(read_system_schema(cql)).values()
               if t.keyspace == ks}
     for name in ("r", "ctr"):
-        got = _after(stack, topics[name].format(res), marks[topics[name].format(res)])
-        want = _after(stack, topics[name].format(ref), marks[topics[name].format(ref)])
+        raw = f"{res}.raw.{ks}.{name}"
+        part1 = {int(p): o for p, o in start[raw].items()}
+        want1, want2 = handler_streams(stack.bootstrap_servers, res, raw,
+                                       [part1, {p: 1 << 62 for p in part1}])
+        events = read_events(stack.bootstrap_servers, topics[name].format(res))
+        mark = marks[topics[name].format(res)]
+        assert _streams([e for e in events if e[1] < mark[e[0]]]) == want1 and want1, name
+        got = [e for e in events if e[1] >= mark[e[0]]]
         assert got, name
-        assert _streams(got) == _streams(want), name
+        assert _streams(got) == want2, name
         for _p, _o, _k, value in got:
             src = value and value["source"]
             if src and src["kafka_offset"] is not None:
                 assert src["kafka_offset"] >= start[src["kafka_topic"]][
                     str(src["kafka_partition"])], src
-        events = read_events(stack.bootstrap_servers, topics[name].format(res))
         assert final_rows(events) == oracle_rows(cql, tables[name]), name
 
     # the TTL timer came along: with the job running again (one new record starts its
