@@ -134,16 +134,6 @@ def start_node(node: StackSettings, java: Path | None = None, log: Log = print,
     return version
 
 
-def restart_nodes(nodes: list[StackSettings], log: Log = print) -> None:
-    """Start stopped nodes of a ring side by side and wait for each (a restart only: their
-    tokens are saved, so none bootstraps; a new ring's nodes start one after another, as
-    two joining nodes would pick their tokens from the same view of the ring)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max(1, len(nodes))) as pool:
-        list(pool.map(lambda node: start_node(node, log=log), nodes))
-
-
 def wait_ring(s: StackSettings, timeout_s: float = 180.0) -> dict[str, str]:
     """Block until node 1's `nodetool status` shows every node of the ring UN."""
     want = {node.host for node in s.all_nodes()}
