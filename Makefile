@@ -6,10 +6,10 @@ STACK  := deploy/local/stack
 
 .PHONY: venv demo test unit integration lint bench up down status fixtures clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml deploy/local/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]' -e deploy/local
 	touch $@
 
 venv: $(VENV)/.installed  ## create .venv with casscade and its dev tools
@@ -27,8 +27,9 @@ unit: venv  ## unit tests only (no services)
 integration: venv  ## integration tests only (starts or reuses the local stack)
 	$(PY) -m pytest tests/integration
 
-lint: venv
+lint: venv  ## ruff, and the import layers of pyproject.toml (import-linter)
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 
 bench: venv  ## benchmarks (rows/s, MB); not part of `make test`
 	$(PY) -m pytest tests/benchmarks -s -o python_files='bench_*.py' -o python_functions='test_bench_*'

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from materializer.progress import ProgressMetrics
 from materializer.restarts import RestartPolicy, permanent_reason, short_reason
+from materializer.spark.progress import ProgressMetrics
 from shared.cli_config import config_option, load_config, set_option
 from shared.metrics import Registry
 
@@ -54,7 +54,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     started again from its checkpoint (spark.max_restarts, spark.restart_backoff_s);
     a permanent failure (data lost, a checkpoint that does not fit) ends the run.
     """
-    from materializer import job
+    from materializer.spark import job
     from shared.config import to_dict
     from shared.logs import setup_logging
 
@@ -144,8 +144,8 @@ def state(config_file: Path | None, overrides: tuple[str, ...], top: int) -> Non
     Reads the last committed micro-batch through Spark's state data source; run it with the
     job stopped, or read it as "as of the last commit".
     """
-    from materializer import job
-    from materializer.state_report import state_report
+    from materializer.spark import job
+    from materializer.spark.state_report import state_report
     from shared.logs import setup_logging
 
     cfg = _config(config_file, overrides)
@@ -178,9 +178,9 @@ def rescale(old_checkpoint: Path, config_file: Path | None,
     micro-batch, new checkpoint not empty, fewer partitions than before, another
     spark.state_buckets than the old job's. The old checkpoint is only read.
     """
-    from materializer import job
     from materializer.rescale import RescaleRefused, check_rescale, read_old_checkpoint
-    from materializer.rescale_state import seed
+    from materializer.spark import job
+    from materializer.spark.rescale_state import seed
     from shared.logs import setup_logging
 
     cfg = _config(config_file, overrides)

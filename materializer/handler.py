@@ -1,7 +1,12 @@
 """One key's micro-batch, end to end and engine-free: raw records + state → events + state.
 
-The Spark processor is a thin adapter over `KeyHandler`; everything here is plain Python so
-it can be tested, and benchmarked, without a JVM.
+The seam between the engine and the rules. Below it, `materializer.rules` (what a change
+is) and `materializer.output` (how an event is written) know nothing of Spark; above it,
+`materializer.spark.processor` is a thin adapter that only moves bytes: it reads a key's
+state blob and pages, hands them here with the key's raw records, and writes back what comes
+out. The seam sits at bytes in, bytes out because that is what a state store holds and what
+Kafka takes, so another engine (or a test, or a benchmark) can drive the same code without a
+JVM.
 """
 
 from __future__ import annotations
@@ -11,15 +16,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from materializer.avro_envelope import AvroEnvelopeWriter
-from materializer.avro_registry import SchemaPublisher
-from materializer.clustering import ClusteringOrder
-from materializer.envelope import EnvelopeWriter, dumps
-from materializer.events import Change, KeyProcessor, from_snapshot
-from materializer.image import VisibleForm
-from materializer.merge import Merger
-from materializer.model import PartitionState
-from materializer.pages import DEFAULT_PAGE_ROWS, PageWrites, attach, pages_to_load, store
+from materializer.output.avro_envelope import AvroEnvelopeWriter
+from materializer.output.avro_registry import SchemaPublisher
+from materializer.output.envelope import EnvelopeWriter, dumps
+from materializer.rules.clustering import ClusteringOrder
+from materializer.rules.events import Change, KeyProcessor, from_snapshot
+from materializer.rules.image import VisibleForm
+from materializer.rules.merge import Merger
+from materializer.rules.model import PartitionState
+from materializer.rules.pages import DEFAULT_PAGE_ROWS, PageWrites, attach, pages_to_load, store
 from shared import rowupdate
 from shared.rowupdate_reader import read_row_update
 from shared.schema import TableSchema
@@ -32,7 +37,7 @@ PageSource = Callable[[list[int]], list[bytes | None]]
 
 
 class Schemas(Protocol):
-    """Resolves a RowUpdate's schema hash (materializer.schema_cache.SchemaCache)."""
+    """Resolves a RowUpdate's schema hash (materializer.spark.schema_cache.SchemaCache)."""
 
     def get(self, schema_hash: str) -> TableSchema: ...
 
@@ -129,7 +134,7 @@ class KeyHandler:
             raise ValueError(f"page_rows must be at least 1, not {page_rows}")
         self.schemas = schemas
         self.settings = settings
-        self.page_rows = page_rows  # rows per page of a wide partition (materializer.pages)
+        self.page_rows = page_rows  # rows per page of a wide partition (materializer.rules.pages)
         self.ensure_topic = ensure_topic  # creates an output topic before its first event
         self.schema_publisher = schema_publisher  # Avro schemas (events.format avro)
         self._versions: dict[str, _TableVersion] = {}

@@ -1,5 +1,5 @@
 """Moving a checkpoint's state to more state partitions: what the old checkpoint says and
-whether the move may go ahead (no Spark here; `materializer.rescale_state` does the Spark
+whether the move may go ahead (no Spark here; `materializer.spark.rescale_state` does the Spark
 side, `casscade materializer rescale` puts them together).
 
 Spark fixes the number of state partitions (spark.sql.shuffle.partitions) when a stateful

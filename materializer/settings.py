@@ -42,7 +42,7 @@ class SparkSettings:
     # checkpoint, like shuffle_partitions
     state_buckets: int = 64
     # replica copies whose digest and mutation id were seen this many seconds before are
-    # dropped in the JVM, before Python (`materializer.copy_dedupe`); a later copy merges
+    # dropped in the JVM, before Python (`materializer.spark.copy_dedupe`); a later copy merges
     # harmlessly.
     # 0: off. Whether a checkpoint has the dedupe is fixed when it starts. The copies that
     # survive may come from different replicas; raw format 4's mutation id keeps a
@@ -59,7 +59,8 @@ class SparkSettings:
     # this many failures without a completed micro-batch in between end the run (0: never)
     max_restarts: int = 10
     restart_backoff_s: float = 5.0
-    # auto: resolve spark-sql-kafka from Maven Central into .casscade/lib (local runs);
+    # auto: the jars the local stack fetched into .casscade/lib (materializer.spark.
+    # connector_jars; `deploy/local/stack fetch`);
     # provided: spark-submit --packages/--jars supplies it; else a comma-separated jar list
     kafka_jars: str = "auto"
     conf: dict[str, str] = field(default_factory=dict)  # any other spark.* setting

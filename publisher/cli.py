@@ -5,18 +5,18 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
+from publisher.cli_support import connect, load_publisher_config
 from publisher.commitlog.errors import CommitLogError
-from publisher.schema_source import (
+from publisher.commitlog.schema_source import (
     CassandraSchemaSource,
     FileSchemaSource,
     SchemaSource,
     read_system_schema,
 )
-from shared.cli_config import config_option, load_config, set_option
+from shared.cli_config import config_option, set_option
 
 
 @click.group(name="publisher")
@@ -27,18 +27,6 @@ def publisher() -> None:
     segment to JSON lines; `schema` exports the schema file `dump --schema` reads.
     """
 
-
-def _connect(host: str | list[str], port: int, username: str | None = None,
-             password: str | None = None):
-    from shared.cql import make_cluster
-
-    cluster = make_cluster([host] if isinstance(host, str) else host, port, username, password)
-    try:
-        return cluster, cluster.connect()
-    except Exception as exc:
-        cluster.shutdown()
-        raise click.ClickException(f"cannot connect to Cassandra at {host}:{port}: {exc}") \
-            from exc
 
 
 @publisher.command()
@@ -66,8 +54,8 @@ def dump(segment: Path, schema_file: Path | None, host: str | None, port: int,
     1 when the segment is damaged or (without --skip-unknown) names an unknown table; the
     message gives the file and offset.
     """
+    from publisher.commitlog.dump import mutation_to_json
     from publisher.commitlog.reader import CommitLogReader
-    from publisher.dump import mutation_to_json
 
     if (schema_file is None) == (host is None):
         raise click.UsageError("give exactly one of --schema FILE or --cassandra HOST")
@@ -79,7 +67,7 @@ def dump(segment: Path, schema_file: Path | None, host: str | None, port: int,
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
     else:
-        cluster, session = _connect(host or "", port)
+        cluster, session = connect(host or "", port)
         source = CassandraSchemaSource(session)
     reader = CommitLogReader(source, skip_unknown=skip_unknown)
     count = rows = 0
@@ -111,7 +99,7 @@ def dump(segment: Path, schema_file: Path | None, host: str | None, port: int,
 @click.option("--port", default=9042, show_default=True)
 def schema(host: str, port: int) -> None:
     """Print the node's schema (every table, dropped columns, UDTs) as a JSON schema file."""
-    cluster, session = _connect(host, port)
+    cluster, session = connect(host, port)
     try:
         click.echo(json.dumps(read_system_schema(session), indent=1))
     finally:
@@ -121,11 +109,6 @@ def schema(host: str, port: int) -> None:
 _CONFIG = config_option("deploy/publisher.yaml")
 _SET = set_option
 
-
-def _config(config_file: Path | None, overrides: tuple[str, ...]) -> Any:
-    from publisher.settings import PublisherConfig
-
-    return load_config(PublisherConfig, config_file, overrides)
 
 
 @publisher.command()
@@ -141,15 +124,15 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     """
     import signal
 
-    from publisher.agent import Agent
+    from publisher.agent.agent import Agent
+    from publisher.agent.offset_store import OffsetStore
     from publisher.kafka_sink import KafkaSink
-    from publisher.offset_store import OffsetStore
     from shared.config import to_dict
     from shared.http_server import serve
     from shared.logs import setup_logging
     from shared.metrics import Registry
 
-    cfg = _config(config_file, overrides)
+    cfg = load_publisher_config(config_file, overrides)
     if print_config:
         click.echo(json.dumps(to_dict(cfg), indent=1))
         return
@@ -161,7 +144,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     if cfg.cassandra.schema_file is not None:
         source = FileSchemaSource(cfg.cassandra.schema_file)
     else:
-        cluster, session = _connect(cfg.cassandra.contact_points, cfg.cassandra.port,
+        cluster, session = connect(cfg.cassandra.contact_points, cfg.cassandra.port,
                                     cfg.cassandra.username, cfg.cassandra.password)
         source = CassandraSchemaSource(session)
     metrics = Registry()
@@ -192,9 +175,9 @@ def status(config_file: Path | None, overrides: tuple[str, ...]) -> None:
     or from its offset store when it is not running)."""
     import urllib.request
 
-    from publisher.offset_store import OffsetStore
+    from publisher.agent.offset_store import OffsetStore
 
-    cfg = _config(config_file, overrides)
+    cfg = load_publisher_config(config_file, overrides)
     url = f"http://{cfg.http.host}:{cfg.http.port}/status"
     try:
         with urllib.request.urlopen(url, timeout=3) as resp:

@@ -1,1 +1,1 @@
-"""Code both casscade stages import: CLI entry point, codecs, schemas, config, dev stack."""
+"""Code both casscade stages import: config, logs, metrics, HTTP, CQL codecs, schema, RowUpdate."""

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 import pytest
 
-from shared.devstack import stack as devstack
-from shared.devstack.settings import StackSettings
+from devstack import stack as devstack
+from devstack.settings import StackSettings
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +33,7 @@ def stack(stack_settings: StackSettings) -> Iterator[StackSettings]:
         yield stack_settings
     finally:
         # Stop only what this session started; a stack the developer started stays up.
-        from shared.devstack import cassandra, kafka
+        from devstack import cassandra, kafka
 
         if report.cassandra_started:
             cassandra.shutdown(stack_settings)
@@ -59,7 +59,7 @@ def ring(stack: StackSettings) -> Iterator[StackSettings]:
     finally:
         from concurrent.futures import ThreadPoolExecutor
 
-        from shared.devstack import cassandra
+        from devstack import cassandra
 
         started = [n for n in s.all_nodes() if n.node_index in report.nodes_started]
         with ThreadPoolExecutor(max(1, len(started))) as pool:  # side by side: ~3x faster
@@ -69,7 +69,7 @@ def ring(stack: StackSettings) -> Iterator[StackSettings]:
 @pytest.fixture(scope="session")
 def cql(stack: StackSettings):
     """A cassandra-driver session on the local node."""
-    from shared.devstack.cassandra import cql_cluster
+    from devstack.cassandra import cql_cluster
 
     cluster = cql_cluster(stack)
     session = cluster.connect()
@@ -118,12 +118,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.fixture(scope="session")
 def spark_cluster(stack_settings: StackSettings) -> Iterator[StackSettings]:
     """A Spark standalone cluster on loopback: a master (spark_cluster.master_url(s)) and
-    two one-core workers (shared/devstack/spark_cluster.py); started for the session if
+    two one-core workers (deploy/local/devstack/spark_cluster.py); started for the session if
     needed, stopped at the end if this session started the master (else only the workers it
     started). Yields the stack settings its state lives under (`<state_dir>/spark`); tests
     may kill and start workers with spark_cluster.kill_worker / start_worker. Needs no Kafka
     or Cassandra."""
-    from shared.devstack import spark_cluster as cluster
+    from devstack import spark_cluster as cluster
 
     report = cluster.up(stack_settings, workers=2, log=lambda msg: print(f"[spark] {msg}"))
     try:

@@ -12,20 +12,21 @@ import signal
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException
 from reference import copy_synced_segments, settled_offsets
 
-from materializer.envelope import dumps
-from materializer.values import to_connect
-from publisher.agent import Agent
+from devstack.settings import StackSettings, repo_root
+from materializer.output.envelope import dumps
+from materializer.output.values import to_connect
+from publisher.agent.agent import Agent
+from publisher.agent.offset_store import OffsetStore, SegmentState
+from publisher.commitlog.schema_source import CassandraSchemaSource
 from publisher.kafka_sink import KafkaSink
-from publisher.offset_store import OffsetStore, SegmentState
-from publisher.schema_source import CassandraSchemaSource
 from publisher.settings import PublisherConfig
-from shared.devstack.settings import StackSettings, repo_root
 from shared.kafka_topics import read_to_end
 from shared.metrics import Registry
 from shared.schema import TableSchema
@@ -81,7 +82,7 @@ def publish_new_cdc(stack: StackSettings, cql: Any, before: dict[str, int], pref
 def materializer_command(stack: StackSettings, prefix: str, checkpoint: Path,
                          *sets: str, available_now: bool = True) -> list[str]:
     """`casscade materializer run` for the local stack."""
-    cmd = [sys.executable, "-m", "shared.cli", "materializer", "run",
+    cmd = [sys.executable, "-m", "casscade.cli", "materializer", "run",
            "--set", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
            "--set", f"kafka.topic_prefix={prefix}",
            "--set", f"spark.checkpoint={checkpoint}", "--set", "log.format=text",
@@ -196,7 +197,7 @@ def handler_streams(bootstrap: str, prefix: str, topic: str, batches: list[dict[
     from collections import defaultdict
 
     from materializer.handler import EventSettings, KeyHandler, RawRecord
-    from materializer.schema_cache import SchemaCache
+    from materializer.spark.schema_cache import SchemaCache
 
     handler = KeyHandler(SchemaCache(bootstrap, f"{prefix}.schemas"), EventSettings(prefix))
     messages = list(read_to_end(bootstrap, topic))
@@ -222,3 +223,32 @@ def handler_streams(bootstrap: str, prefix: str, topic: str, batches: list[dict[
         out.append(dict(streams))
         start = dict(ends)
     return out
+
+
+def events_by_key(bootstrap: str, prefix: str, ks: str) -> dict[str, list]:
+    """Per key: its events, without processing time and without which copy made them."""
+    out: dict[str, list] = defaultdict(list)
+    for name in ("r", "ctr"):
+        for _p, _o, key, value in read_events(bootstrap, f"{prefix}.{ks}.{name}"):
+            if value is not None:
+                source = {k: v for k, v in value["source"].items() if k not in COPY_FIELDS}
+                value = {**value, "source": source, "ts_ms": None}
+            out[f"{name} {canonical(key)}"].append(value)
+    return out
+
+
+def assert_same_events(got: dict[str, list], want: dict[str, list], where: Path) -> None:
+    """`got` equals `want`, key by key; else both are saved under `where` and the first
+    differing keys are shown event by event (pytest's whole-dict diff is too long to read)."""
+    differ = sorted(k for k in got.keys() | want.keys() if got.get(k) != want.get(k))
+    if not differ:
+        return
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "got.json").write_text(json.dumps(got, indent=1, sort_keys=True))
+    (where / "want.json").write_text(json.dumps(want, indent=1, sort_keys=True))
+    lines = [f"{len(differ)} of {len(want)} keys differ (both saved in {where}):"]
+    for key in differ[:3]:
+        lines.append(f"{key}:")
+        lines += [f"  got  {canonical(e)}" for e in got.get(key, [])]
+        lines += [f"  want {canonical(e)}" for e in want.get(key, [])]
+    raise AssertionError("\n".join(lines))

@@ -18,11 +18,11 @@ import yaml
 from confluent_kafka import Consumer, TopicPartition
 from support import wait_until as wait_for
 
+from devstack import cassandra
+from devstack import stack as devstack
+from devstack.process import pid_alive
+from devstack.settings import StackSettings, repo_root
 from shared import rowupdate
-from shared.devstack import cassandra
-from shared.devstack import stack as devstack
-from shared.devstack.process import pid_alive
-from shared.devstack.settings import StackSettings, repo_root
 
 NODE_PORTS = {"cql_port": 19142, "storage_port": 17100, "jmx_port": 17299}
 
@@ -68,7 +68,7 @@ class AgentProcess:
         """Start the agent."""
         out = open(self.log, "ab")  # noqa: SIM115 — handed to the child, closed on stop
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "shared.cli", "publisher", "run", "--config",
+            [sys.executable, "-m", "casscade.cli", "publisher", "run", "--config",
              str(self.config)], cwd=repo_root(), stdout=out, stderr=out,
             stdin=subprocess.DEVNULL, start_new_session=True)
         out.close()

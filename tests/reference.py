@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from publisher.cdc_index import read_cdc_index
+from publisher.agent.cdc_index import read_cdc_index
 from publisher.commitlog.model import Cell, PartitionUpdate, RangeTombstoneMarker
 from publisher.commitlog.reader import CommitLogReader
-from publisher.schema_source import read_system_schema
+from publisher.commitlog.schema_source import read_system_schema
 from shared import codec
 from shared.jsonvalues import to_json_value
 from shared.schema import TableSchema

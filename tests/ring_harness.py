@@ -24,7 +24,10 @@ from reference import settled_offsets
 from support import http_get, wait_until
 from test_decode_random_workload import INT, P1, P2, TEXT, draw_statements, statement
 
-from shared.devstack.settings import StackSettings
+from devstack import cassandra
+from devstack.settings import StackSettings
+from shared.kafka_topics import read_to_end
+from shared.rowupdate_reader import read_row_update
 from shared.schema import TableSchema
 
 AGENT_PORTS = {1: 18201, 2: 18202, 3: 18203}
@@ -77,7 +80,7 @@ class RingPublishers:
 
 def pinned_sessions(ring: StackSettings) -> dict[int, Any]:
     """One CQL session per node, each sending every request to its own node."""
-    from shared.devstack.cassandra import cql_cluster
+    from devstack.cassandra import cql_cluster
 
     return {node.node_index: cql_cluster(node, pinned=True).connect()
             for node in ring.all_nodes()}
@@ -88,7 +91,7 @@ def session_at_all(ring: StackSettings) -> Any:
     from cassandra import ConsistencyLevel
     from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
-    from shared.devstack.cassandra import cql_cluster
+    from devstack.cassandra import cql_cluster
 
     cluster = cql_cluster(ring)
     cluster.profile_manager.profiles[EXEC_PROFILE_DEFAULT].consistency_level = \
@@ -299,3 +302,52 @@ def job_caught_up(checkpoint: Path, bootstrap: str, topic_start: str) -> bool:
         return True
     finally:
         consumer.close()
+
+
+def no_hints_left(ring: StackSettings) -> bool:
+    """No node of the ring holds a hint file."""
+    return not any(any(node.cassandra_dir.joinpath("hints").glob("*.hints"))
+                   for node in ring.all_nodes())
+
+
+def nodetool_each(calls: list[tuple]) -> None:
+    """`nodetool` on several nodes side by side (each call starts a JVM: ~4 s)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        list(pool.map(lambda call: cassandra.nodetool(*call), calls))
+
+
+def write_probe(session, ks: str, level: str) -> bool:
+    """Whether a write at `level` through `session`'s node is taken (False: Unavailable, the
+    node holds too few replicas up; nothing is written then)."""
+    from cassandra import ConsistencyLevel, Unavailable
+    from cassandra.cluster import NoHostAvailable
+    from cassandra.query import SimpleStatement
+
+    try:
+        session.execute(SimpleStatement(f"INSERT INTO {ks}.probe (k) VALUES (0)",
+                                        consistency_level=getattr(ConsistencyLevel, level)),
+                        timeout=10)
+        return True
+    except Unavailable:
+        return False
+    except NoHostAvailable as exc:  # a pinned session's one host answered Unavailable
+        if all(isinstance(e, Unavailable) for e in exc.errors.values()):
+            return False
+        raise
+
+
+def events_so_far(bootstrap: str, topic: str) -> list:
+    """The event values in `topic` now ([] while the topic does not exist yet)."""
+    try:
+        return [v for *_, v in read_events(bootstrap, topic, 5)]
+    except AssertionError:
+        return []
+
+
+def raw_records(env: dict, ks: str, table: str) -> list[dict]:
+    """Every raw record of a table's topic in a ring test's `env`, decoded."""
+    topic = f"{env['prefix']}.raw.{ks}.{table}"
+    return [read_row_update(m.value()) for m in read_to_end(env["ring"].bootstrap_servers,
+                                                            topic)]

@@ -42,7 +42,7 @@ def wait_for_quiet_node(stack, limit_s: float = 60) -> None:
     import os
     from pathlib import Path
 
-    from shared.devstack import cassandra
+    from devstack import cassandra
 
     pid = cassandra.running_pid(stack)
     if pid is None:

@@ -27,9 +27,9 @@ from pathlib import Path
 import yaml
 from confluent_kafka import Consumer, TopicPartition
 
-from materializer.processor import STATE_LAYOUT
-from shared.devstack import cassandra, stack
-from shared.devstack.settings import StackSettings, repo_root
+from devstack import cassandra, stack
+from devstack.settings import StackSettings, repo_root
+from materializer.spark.processor import STATE_LAYOUT
 from shared.kafka_topics import read_to_end
 from shared.rowupdate_reader import read_row_update
 
@@ -124,10 +124,10 @@ def _pipeline(s: StackSettings, work: Path) -> None:
 
     print("\n== 4. materializer: Spark merges them into change events (first start ~30 s)")
     events_before = _end_offsets(s, EVENT_TOPIC)
-    cmd = [sys.executable, "-m", "shared.cli", "materializer", "run", "--available-now",
+    cmd = [sys.executable, "-m", "casscade.cli", "materializer", "run", "--available-now",
            "--set", f"kafka.bootstrap_servers={s.bootstrap_servers}",
            "--set", f"kafka.topic_prefix={PREFIX}",
-           # a new state layout needs a new checkpoint (materializer.processor.STATE_LAYOUT)
+           # a new state layout needs a new checkpoint (materializer.spark.processor.STATE_LAYOUT)
            "--set", f"spark.checkpoint={work / f'checkpoint-v{STATE_LAYOUT}'}",
            "--set", "log.format=text",
            "--set", "http.port=0"]
@@ -161,7 +161,7 @@ def _start_agent(s: StackSettings, work: Path) -> subprocess.Popen:
         "http": {"port": 0}, "log": {"format": "text", "level": "WARNING"},
     }))
     log = (work / f"publisher{n}.log").open("ab")
-    return subprocess.Popen([sys.executable, "-m", "shared.cli", "publisher", "run",
+    return subprocess.Popen([sys.executable, "-m", "casscade.cli", "publisher", "run",
                              "--config", str(config)], cwd=repo_root(), stdout=log,
                             stderr=subprocess.STDOUT, env=_env(s))
 

@@ -58,11 +58,13 @@ fi
 version=${SPARK_VERSION:-$("$python" -c 'import pyspark; print(pyspark.__version__)')}
 
 local_jars() {  # $1: auto (only jars already fetched) or local (fetch from ~/.m2 if needed)
-  (cd "$root" && "$python" - "$1" <<'PY'
+  # the dev stack's package (deploy/local/devstack) resolves the jars, from the checkout
+  (cd "$root" && PYTHONPATH="$root/deploy/local:$root${PYTHONPATH:+:$PYTHONPATH}" \
+     "$python" - "$1" <<'PY'
 import sys
-from shared.devstack import artifacts
-from shared.devstack.settings import StackSettings
-from shared.devstack.spark import kafka_connector_jars
+from devstack import artifacts
+from devstack.settings import StackSettings
+from devstack.spark import kafka_connector_jars
 s = StackSettings.from_env()
 if sys.argv[1] == "auto" and not (artifacts.lib_dir(s.lib_dir, "spark-kafka") / ".pom-sha256").is_file():
     sys.exit(3)

@@ -2,8 +2,9 @@
 
 Pure logic, no I/O: `MutationDecoder(schemas).decode(payload, messaging_version)`. The layout
 follows Cassandra's MutationSerializer, PartitionUpdate and UnfilteredSerializer; see
-../shared/docs/commitlog-format.md §4-§7. The hot path is written flat on purpose (local
-variables, no per-field helper objects): it decodes every row of every segment.
+../shared/docs/commitlog-format.md §4-§7; the small encodings it is built of are in
+`primitives`. The hot path is written flat on purpose (local variables, no per-field helper
+objects): it decodes every row of every segment.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
 
 from publisher.commitlog.errors import (
     DecodeError,
@@ -30,13 +30,21 @@ from publisher.commitlog.model import (
     RangeTombstoneMarker,
     Row,
 )
+from publisher.commitlog.primitives import CELL_ROW_TS as _CELL_ROW_TS
+from publisher.commitlog.primitives import LIVE_MARKED_FOR_DELETE_AT
+from publisher.commitlog.primitives import S64 as _S64
+from publisher.commitlog.primitives import U64 as _U64
+from publisher.commitlog.primitives import cell as _cell
+from publisher.commitlog.primitives import clustering as _clustering
+from publisher.commitlog.primitives import deletion as _deletion
+from publisher.commitlog.primitives import local_time as _ldt
+from publisher.commitlog.primitives import s32 as _s32
+from publisher.commitlog.primitives import subset as _subset
+from publisher.commitlog.primitives import uvint as _uvint
 from shared.schema import ColumnSchema, TableSchema
 
 TIMESTAMP_EPOCH = 1442880000000000
 DELETION_TIME_EPOCH = 1442880000
-LIVE_MARKED_FOR_DELETE_AT = -(1 << 63)
-_U64 = (1 << 64) - 1
-_S64 = 1 << 63
 
 # partition flags
 _IS_EMPTY, _HAS_PARTITION_DELETION, _HAS_STATIC_ROW, _HAS_ROW_ESTIMATE = 0x01, 0x04, 0x08, 0x10
@@ -44,13 +52,9 @@ _IS_EMPTY, _HAS_PARTITION_DELETION, _HAS_STATIC_ROW, _HAS_ROW_ESTIMATE = 0x01, 0
 _END_OF_PARTITION, _IS_MARKER, _HAS_TIMESTAMP, _HAS_TTL = 0x01, 0x02, 0x04, 0x08
 _HAS_DELETION, _HAS_ALL_COLUMNS, _HAS_COMPLEX_DELETION, _EXTENSION = 0x10, 0x20, 0x40, 0x80
 _IS_STATIC, _HAS_SHADOWABLE_DELETION = 0x01, 0x02
-# cell flags
-_CELL_DELETED, _CELL_EXPIRING, _CELL_EMPTY, _CELL_ROW_TS, _CELL_ROW_TTL = 1, 2, 4, 8, 16
 
 _NONE: Mapping[str, DeletionTime] = MappingProxyType({})
 
-# Number of leading one bits of a uvint's first byte = number of extra bytes.
-_EXTRA = bytes(8 - (b ^ 0xFF).bit_length() for b in range(256))
 
 SchemaLookup = Callable[[uuid.UUID], TableSchema | None]
 
@@ -363,151 +367,3 @@ class MutationDecoder:
             start, p = _deletion(buf, p, ctx)
             return RangeTombstoneMarker(kind, values, None, start), p
         raise DecodeError(f"invalid range tombstone bound kind {kind}")
-
-
-# ---- primitives (module functions: cheaper to call than methods) ----------------------------
-def _uvint(buf: bytes, p: int) -> tuple[int, int]:
-    first = buf[p]
-    if first < 0x80:
-        return first, p + 1
-    extra = _EXTRA[first]
-    end = p + 1 + extra
-    if end > len(buf):
-        raise DecodeError("variable-length integer runs past the end of the mutation")
-    value = first & (0xFF >> extra) if extra < 8 else 0
-    return (value << (8 * extra)) | int.from_bytes(buf[p + 1:end], "big"), end
-
-
-def _s32(u: int) -> int:
-    # A uvint written by writeUnsignedVInt32: a sign-extended int.
-    if u >= _S64:
-        u -= 1 << 64
-    if not -(1 << 31) <= u < (1 << 31):
-        raise DecodeError(f"32-bit field out of range: {u}")
-    return u
-
-
-def _ldt(raw: int, unsigned: bool) -> int | None:
-    """A local deletion/expiration time: signed 32-bit (messaging 12) or unsigned (13)."""
-    value = raw & 0xFFFFFFFF
-    if unsigned:
-        return None if value == 0xFFFFFFFF else value
-    if value >= 1 << 31:
-        value -= 1 << 32
-    return None if value == 0x7FFFFFFF else value
-
-
-def _deletion(buf: bytes, p: int, ctx: tuple[int, int, int, bool]) -> tuple[DeletionTime, int]:
-    u, p = _uvint(buf, p)
-    ts = (u + ctx[0]) & _U64
-    if ts >= _S64:
-        ts -= 1 << 64
-    u, p = _uvint(buf, p)
-    if ts == LIVE_MARKED_FOR_DELETE_AT:
-        return DeletionTime(ts, None), p
-    return DeletionTime(ts, _ldt(_s32(u) + ctx[1], ctx[3])), p
-
-
-def _cell(buf: bytes, p: int, n: int, col: _Col, has_path: bool, min_ts: int, min_ldt: int,
-          min_ttl: int, unsigned_ldt: bool, row_ts: int, row_ttl: int,
-          row_exp: int | None) -> tuple[Cell, int]:
-    flags = buf[p]
-    p += 1
-    if flags & _CELL_ROW_TS:
-        ts = row_ts
-    else:
-        first = buf[p]
-        if first < 0x80:
-            u = first
-            p += 1
-        else:
-            u, p = _uvint(buf, p)
-        ts = (u + min_ts) & _U64
-        if ts >= _S64:
-            ts -= 1 << 64
-    ttl = 0
-    ldt = None
-    deleted = flags & _CELL_DELETED
-    if flags & _CELL_ROW_TTL:
-        ttl, ldt = row_ttl, row_exp
-    elif deleted or flags & _CELL_EXPIRING:
-        u, p = _uvint(buf, p)
-        ldt = _ldt(_s32(u) + min_ldt, unsigned_ldt)
-        if flags & _CELL_EXPIRING:
-            u, p = _uvint(buf, p)
-            ttl = _s32(u) + min_ttl
-            if ttl < 0:
-                raise DecodeError(f"negative TTL {ttl} in column {col.schema.name}")
-    path = None
-    if has_path:  # elements of non-frozen collections and UDT fields
-        plen, p = _uvint(buf, p)
-        path = buf[p:p + plen]
-        p += plen
-    if flags & _CELL_EMPTY:
-        value = b""
-    else:
-        fixed = col.fixed
-        if fixed < 0:
-            first = buf[p]
-            if first < 0x80:
-                fixed = first
-                p += 1
-            else:
-                fixed, p = _uvint(buf, p)
-        end = p + fixed
-        if end > n:
-            raise DecodeError(f"value of column {col.schema.name} runs past the end")
-        value = buf[p:end]
-        p = end
-    return Cell(col.schema, path, value, ts, ttl, ldt, bool(deleted)), p
-
-
-def _clustering(buf: bytes, p: int, n: int,
-                fixed_lengths: list[int]) -> tuple[tuple[bytes | None, ...], int]:
-    values: list[bytes | None] = []
-    size = len(fixed_lengths)
-    header = 0
-    for i in range(size):
-        j = i & 31
-        if j == 0:
-            header, p = _uvint(buf, p)
-        if header & (1 << (2 * j + 1)):
-            values.append(None)
-        elif header & (1 << (2 * j)):
-            values.append(b"")
-        else:
-            length = fixed_lengths[i]
-            if length < 0:
-                length, p = _uvint(buf, p)
-            end = p + length
-            if end > n:
-                raise DecodeError("clustering value runs past the end of the mutation")
-            values.append(buf[p:end])
-            p = end
-    return tuple(values), p
-
-
-def _subset(buf: bytes, p: int, header: list[Any]) -> tuple[list[Any], int]:
-    """The columns a row carries, from Columns.Serializer's subset encoding."""
-    v, p = _uvint(buf, p)
-    m = len(header)
-    if v == 0:
-        return header, p
-    if m < 64:
-        if v >> m:
-            raise DecodeError(f"column subset bitmap {v:#x} names columns beyond {m}")
-        return [c for i, c in enumerate(header) if not (v >> i) & 1], p
-    missing = v
-    present = m - missing
-    if not 0 <= present <= m:
-        raise DecodeError(f"column subset says {missing} of {m} columns are missing")
-    indexes = []
-    for _ in range(present if present < m // 2 else missing):
-        i, p = _uvint(buf, p)
-        if i >= m:
-            raise DecodeError(f"column subset index {i} beyond {m}")
-        indexes.append(i)
-    if present < m // 2:
-        return [header[i] for i in indexes], p
-    gone = set(indexes)
-    return [c for i, c in enumerate(header) if i not in gone], p

@@ -9,8 +9,8 @@ from pathlib import Path
 from publisher.commitlog.decoder import MutationDecoder
 from publisher.commitlog.errors import DecodeError, UnknownTableError
 from publisher.commitlog.model import Mutation
+from publisher.commitlog.schema_source import SchemaSource
 from publisher.commitlog.segment import SegmentReader
-from publisher.schema_source import SchemaSource
 
 
 class CommitLogReader:

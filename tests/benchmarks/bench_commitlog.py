@@ -18,14 +18,14 @@ from cassandra.concurrent import execute_concurrent_with_args
 from reference import cdc_offsets, settled_offsets
 from support import wait_for_quiet_node
 
-from publisher.schema_source import read_system_schema
+from publisher.commitlog.schema_source import read_system_schema
 
 ROWS = int(os.environ.get("BENCH_ROWS", "100000"))
 
 DECODE = r"""
 import sys, time
 from publisher.commitlog.reader import CommitLogReader
-from publisher.schema_source import FileSchemaSource
+from publisher.commitlog.schema_source import FileSchemaSource
 schema, table, specs = sys.argv[1], sys.argv[2], sys.argv[3:]
 files = [(f, int(a), int(b)) for f, a, b in (spec.rsplit(":", 2) for spec in specs)]
 source = FileSchemaSource(schema)

@@ -28,7 +28,7 @@ from publisher_harness import (
 )
 from support import http_get
 
-from shared.devstack.cassandra import cql_cluster
+from devstack.cassandra import cql_cluster
 
 RATE = int(os.environ.get("BENCH_RATE", "2000"))
 SECONDS = int(os.environ.get("BENCH_SECONDS", "30"))

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from materializer.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
 from materializer.handler import EventSettings, KeyHandler, RawRecord
+from materializer.output.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
 from shared import rowupdate
 from shared.kafka_topics import TopicCreator
 from shared.schema import TableSchema, table_from_json
@@ -173,7 +173,7 @@ def _wide_step(handler: KeyHandler, pk: bytes, pages: dict[int, bytes],
 RUN = r"""
 import json, os, sys, time
 from pathlib import Path
-from materializer import job
+from materializer.spark import job
 from materializer.settings import MaterializerConfig
 api, cores, bootstrap, prefix, ckpt, per_batch = sys.argv[1:7]
 page_rows = int(sys.argv[7]) if len(sys.argv) > 7 else None

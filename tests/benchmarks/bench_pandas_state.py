@@ -6,13 +6,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from materializer.handler import KeyHandler, RawRecord
-from materializer.job import event_settings, raw_topic_pattern
-from materializer.processor import OUTPUT_SCHEMA, _cache, _topics
 from materializer.settings import MaterializerConfig
+from materializer.spark.job import event_settings, raw_topic_pattern
+from materializer.spark.processor import OUTPUT_SCHEMA, _cache, _topics
 
 
 def start_pandas(spark: Any, cfg: MaterializerConfig) -> Any:
-    """The same query as materializer.job.start, on applyInPandasWithState."""
+    """The same query as materializer.spark.job.start, on applyInPandasWithState."""
     import pandas as pd
     from pyspark.sql.streaming.state import GroupStateTimeout
 

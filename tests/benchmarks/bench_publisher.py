@@ -29,13 +29,13 @@ from publisher_harness import (
 from reference import cdc_offsets, copy_synced_segments
 from support import wait_for_quiet_node
 
-from publisher.agent import Agent, tune_gc
+from devstack.cassandra import cql_cluster
+from publisher.agent.agent import Agent, tune_gc
+from publisher.agent.offset_store import OffsetStore
+from publisher.commitlog.schema_source import FileSchemaSource, read_system_schema
 from publisher.kafka_sink import KafkaSink, raw_topic
-from publisher.offset_store import OffsetStore
-from publisher.schema_source import FileSchemaSource, read_system_schema
 from publisher.settings import PublisherConfig
 from shared import rowupdate
-from shared.devstack.cassandra import cql_cluster
 from shared.metrics import Registry
 from shared.schema import catalog_from_json
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from shared.devstack.settings import StackSettings
+from devstack.settings import StackSettings
 
 _SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("SPARK_LAUNCHER_OPTS", _SHORT_JVM)

@@ -12,10 +12,10 @@ from cassandra import WriteFailure
 from publisher_harness import AgentProcess, read_topic
 from support import wait_until
 
+from devstack import cassandra
+from devstack import stack as devstack
+from devstack.cassandra import cql_cluster
 from publisher.kafka_sink import raw_topic
-from shared.devstack import cassandra
-from shared.devstack import stack as devstack
-from shared.devstack.cassandra import cql_cluster
 
 pytestmark = pytest.mark.integration
 PORTS = {"cql_port": 19342, "storage_port": 17400, "jmx_port": 17499}

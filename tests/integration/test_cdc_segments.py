@@ -10,8 +10,8 @@ import pytest
 from reference import cdc_offsets, completed_segments
 from support import wait_until
 
-from publisher.cdc_index import index_path, read_cdc_index
-from shared.devstack import cassandra
+from devstack import cassandra
+from publisher.agent.cdc_index import index_path, read_cdc_index
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference import cdc_offsets, compare_with_select, fold_new_cdc
 
-from publisher.schema_source import CassandraSchemaSource
+from publisher.commitlog.schema_source import CassandraSchemaSource
 
 pytestmark = pytest.mark.integration
 

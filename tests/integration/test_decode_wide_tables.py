@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from reference import cdc_offsets, compare_with_select, fold_new_cdc
 
-from publisher.schema_source import CassandraSchemaSource
+from publisher.commitlog.schema_source import CassandraSchemaSource
 
 pytestmark = pytest.mark.integration
 REGULAR = 70

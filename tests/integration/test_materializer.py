@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -20,11 +19,12 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 from materializer_harness import (
-    COPY_FIELDS,
+    assert_same_events,
     avro_as_json,
     canonical,
+    events_by_key,
     final_rows,
     kill_group,
     materializer_command,
@@ -34,16 +34,16 @@ from materializer_harness import (
     run_materializer,
     start_materializer,
 )
+from raw_copies import copy_raw
 from reference import cdc_offsets
 from support import http_get, wait_until
 from test_decode_random_workload import create_workload_tables, run_workload
 
-from materializer.avro_envelope import decode, schemas_from_topic
-from materializer.envelope import EnvelopeWriter
-from publisher.schema_source import read_system_schema
-from shared import rowupdate
-from shared.devstack.settings import StackSettings, repo_root
-from shared.kafka_topics import TopicCreator, read_to_end
+from devstack.settings import StackSettings, repo_root
+from materializer.output.avro_envelope import decode, schemas_from_topic
+from materializer.output.envelope import EnvelopeWriter
+from publisher.commitlog.schema_source import read_system_schema
+from shared.kafka_topics import read_to_end
 from shared.schema import catalog_from_json
 
 pytestmark = pytest.mark.integration
@@ -88,100 +88,6 @@ def _compare(stack, cql, workload, prefix: str) -> None:
                 problems.append(f"{name} {key}: events {canonical(got.get(key))} != "
                                 f"select {canonical(want.get(key))}")
     assert not problems, f"{len(problems)} keys differ:\n" + "\n".join(problems[:8])
-
-
-def _copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
-              replicas: bool = False, late: float = 0.0, stats: dict | None = None) -> int:
-    """Re-publish every raw record `copies` times, shuffled within its key (the schema topic
-    as is): what several replicas with different timing would produce. `replicas`: copy i
-    comes from node-i (its own `source` block), as three publishers send it; `late`: that
-    share of the records has its last copy moved to the end of the topic. The same
-    arguments give the same topics, record for record: the shuffles are seeded per topic
-    and keys taken in order (a consumer interleaves partitions at random).
-    Returns the number of raw records written; `stats` gets the distinct copy digests
-    written and the copies moved to the end."""
-    creator = TopicCreator(stack.bootstrap_servers, 3, 1)
-    producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "acks": "all"})
-    topics = sorted(t for t in creator.admin.list_topics(timeout=10).topics
-                    if t.startswith(f"{src_prefix}.raw.") or t == f"{src_prefix}.schemas")
-    total = 0
-    for topic in topics:
-        rnd = random.Random(f"{seed}/{topic[len(src_prefix):]}")
-        by_key: dict[bytes, list[bytes]] = defaultdict(list)
-        for msg in read_to_end(stack.bootstrap_servers, topic):
-            by_key[msg.key()].append(msg.value())
-        out_topic = dst_prefix + topic[len(src_prefix):]
-        creator.ensure(out_topic, compacted=out_topic.endswith(".schemas"))
-        tail: list[tuple[bytes, bytes]] = []
-        for key, values in sorted(by_key.items()):
-            if ".raw." not in topic:
-                many = values
-            elif replicas:
-                many = [_as_replica(v, node) for v in values for node in range(1, copies + 1)]
-            else:
-                many = values * copies
-            rnd.shuffle(many)
-            if replicas and late and ".raw." in topic:
-                seen: set[bytes] = set()
-                moved: set[bytes] = set()
-                for v in reversed(many):  # a record's last copy, maybe to the tail
-                    digest = rowupdate.copy_key_of(v)
-                    if digest not in seen:
-                        seen.add(digest)
-                        if rnd.random() < late:
-                            moved.add(v)
-                tail += [(key, v) for v in many if v in moved]
-                many = [v for v in many if v not in moved]
-            for v in many:
-                producer.produce(out_topic, key=key, value=v)
-        for key, v in tail:
-            producer.produce(out_topic, key=key, value=v)
-        if stats is not None and ".raw." in topic:
-            stats["late"] = stats.get("late", 0) + len(tail)
-            stats.setdefault("digests", set()).update(
-                rowupdate.copy_key_of(v) for values in by_key.values() for v in values)
-        total += sum(len(v) for v in by_key.values()) * copies if ".raw." in topic else 0
-    assert producer.flush(60) == 0
-    return total
-
-
-def _as_replica(value: bytes, node: int) -> bytes:
-    record = rowupdate.decode(value)
-    source = {**record["source"], "host": f"node-{node}", "file": f"CommitLog-7-{node}.log",
-              "position": record["source"]["position"] + node}
-    # the copy digest and the mutation id are the publisher's (replica-independent)
-    return rowupdate.encode({**record, "source": source}, rowupdate.mutation_of_value(value))
-
-
-
-
-def _events(stack, prefix: str, ks: str) -> dict[str, list]:
-    """Per key: its events, without processing time and without which copy made them."""
-    out: dict[str, list] = defaultdict(list)
-    for name in ("r", "ctr"):
-        for _p, _o, key, value in read_events(stack.bootstrap_servers, f"{prefix}.{ks}.{name}"):
-            if value is not None:
-                source = {k: v for k, v in value["source"].items() if k not in COPY_FIELDS}
-                value = {**value, "source": source, "ts_ms": None}
-            out[f"{name} {canonical(key)}"].append(value)
-    return out
-
-
-def _assert_same_events(got: dict[str, list], want: dict[str, list], where: Path) -> None:
-    """`got` equals `want`, key by key; else both are saved under `where` and the first
-    differing keys are shown event by event (pytest's whole-dict diff is too long to read)."""
-    differ = sorted(k for k in got.keys() | want.keys() if got.get(k) != want.get(k))
-    if not differ:
-        return
-    where.mkdir(parents=True, exist_ok=True)
-    (where / "got.json").write_text(json.dumps(got, indent=1, sort_keys=True))
-    (where / "want.json").write_text(json.dumps(want, indent=1, sort_keys=True))
-    lines = [f"{len(differ)} of {len(want)} keys differ (both saved in {where}):"]
-    for key in differ[:3]:
-        lines.append(f"{key}:")
-        lines += [f"  got  {canonical(e)}" for e in got.get(key, [])]
-        lines += [f"  want {canonical(e)}" for e in want.get(key, [])]
-    raise AssertionError("\n".join(lines))
 
 
 def _dropped(log: Path) -> int:
@@ -237,14 +143,14 @@ def replicas(stack, workload) -> dict:
     work = workload["work"]
     prefix = f"d{uuid.uuid4().hex[:8]}"
     stats: dict = {}
-    sent = _copy_raw(stack, workload["prefix"], prefix, 3, seed=5, replicas=True, late=0.2,
+    sent = copy_raw(stack, workload["prefix"], prefix, 3, seed=5, replicas=True, late=0.2,
                      stats=stats)
     runs = {"pages": ("spark.dedupe_window_s=0", "spark.state_page_rows=2"),
             "off": ("spark.dedupe_window_s=0", "kafka.max_offsets_per_trigger=1500"),
             "on": ("spark.dedupe_window_s=1", "kafka.max_offsets_per_trigger=1500")}
     for name, sets in runs.items():
         out = f"{prefix}{name}"
-        _copy_raw(stack, prefix, out, 1, seed=6)  # the same records, in the same order
+        copy_raw(stack, prefix, out, 1, seed=6)  # the same records, in the same order
         run_materializer(materializer_command(stack, out, work / f"ckpt-{name}", *sets),
                          work / f"{name}.log")
     return {"prefix": prefix, "sent": sent, "late": stats["late"],
@@ -259,7 +165,7 @@ def test_partitions_kept_in_pages_end_at_what_cassandra_returns(stack, cql, work
     prefix, work = f"{replicas['prefix']}pages", workload["work"]
     _compare(stack, cql, workload, prefix)
     # the state really is in pages: `casscade materializer state` reads the checkpoint
-    cmd = [sys.executable, "-m", "shared.cli", "materializer", "state", "--top", "3",
+    cmd = [sys.executable, "-m", "casscade.cli", "materializer", "state", "--top", "3",
            "--set", f"spark.checkpoint={work / 'ckpt-pages'}", "--set", "log.format=text"]
     out = subprocess.run(cmd, cwd=repo_root(), capture_output=True, text=True, timeout=300,
                          start_new_session=True)
@@ -275,19 +181,20 @@ def test_three_replicas_copies_give_the_events_of_one(stack, workload, one_copy,
     """Every copy merged (the dedupe off): the events are those of one copy, except for
     which replica's copy made each (any may)."""
     ks = workload["ks"]
-    one = _events(stack, one_copy, ks)
+    one = events_by_key(stack.bootstrap_servers, one_copy, ks)
     assert len(one) >= 20
-    _assert_same_events(_events(stack, f"{replicas['prefix']}pages", ks), one,
-                        workload["work"] / "differ-pages")
+    pages = events_by_key(stack.bootstrap_servers, f"{replicas['prefix']}pages", ks)
+    assert_same_events(pages, one, workload["work"] / "differ-pages")
 
 
 def test_copy_dedupe_changes_no_event(stack, cql, workload, replicas) -> None:
     """The JVM-side dedupe drops the copies that come within its window, merges the late
     ones harmlessly, and the events are those without it; they end at Cassandra's rows."""
     ks, work = workload["ks"], workload["work"]
-    on = _events(stack, f"{replicas['prefix']}on", ks)
+    on = events_by_key(stack.bootstrap_servers, f"{replicas['prefix']}on", ks)
     assert len(on) >= 20
-    _assert_same_events(on, _events(stack, f"{replicas['prefix']}off", ks), work / "differ-on")
+    off = events_by_key(stack.bootstrap_servers, f"{replicas['prefix']}off", ks)
+    assert_same_events(on, off, work / "differ-on")
     # every record's copies but one can go; a workload can also write one record twice
     # (the same statement, explicit timestamp, same second): those are copies too
     droppable = replicas["sent"] - replicas["distinct"]
@@ -304,7 +211,7 @@ def test_copy_dedupe_changes_no_event(stack, cql, workload, replicas) -> None:
 def test_killed_job_resumes_from_its_checkpoint(stack, cql, workload) -> None:
     prefix, work, ks = workload["prefix"], workload["work"], workload["ks"]
     out = f"k{uuid.uuid4().hex[:8]}"
-    _copy_raw(stack, prefix, out, 1, seed=3)
+    copy_raw(stack, prefix, out, 1, seed=3)
     checkpoint = work / "ckpt-killed"
     log = work / "killed.log"
     # small micro-batches, so the kill lands mid-stream
@@ -331,10 +238,10 @@ def submitted(stack, workload) -> str:
     spark-submit) writing Avro events without a registry, varints as strings; its prefix."""
     import os
 
-    from shared.devstack.spark import kafka_connector_jars
+    from devstack.spark import kafka_connector_jars
 
     prefix, work = f"s{uuid.uuid4().hex[:8]}", workload["work"]
-    _copy_raw(stack, workload["prefix"], prefix, 1, seed=4)
+    copy_raw(stack, workload["prefix"], prefix, 1, seed=4)
     jars = ",".join(str(j) for j in kafka_connector_jars(stack))
     env = dict(os.environ, PYTHON=sys.executable, PYSPARK_PYTHON=sys.executable,
                SPARK_LOCAL_IP="127.0.0.1")
@@ -393,7 +300,7 @@ def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path)
     import socket
 
     prefix = f"h{uuid.uuid4().hex[:8]}"
-    raw = _copy_raw(stack, workload["prefix"], prefix, 1, seed=6)
+    raw = copy_raw(stack, workload["prefix"], prefix, 1, seed=6)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

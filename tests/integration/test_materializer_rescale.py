@@ -37,8 +37,8 @@ from reference import cdc_offsets
 from support import wait_until
 from test_decode_random_workload import create_workload_tables, run_workload
 
-from publisher.schema_source import read_system_schema
-from shared.devstack.settings import StackSettings, repo_root
+from devstack.settings import StackSettings, repo_root
+from publisher.commitlog.schema_source import read_system_schema
 from shared.schema import catalog_from_json
 
 pytestmark = pytest.mark.integration
@@ -55,7 +55,7 @@ PAGES = "spark.state_page_rows=2"
 def _rescale(stack: StackSettings, prefix: str, old: Path, new: Path,
              *sets: str) -> subprocess.CompletedProcess:
     """`casscade materializer rescale` as an operator runs it."""
-    cmd = [sys.executable, "-m", "shared.cli", "materializer", "rescale",
+    cmd = [sys.executable, "-m", "casscade.cli", "materializer", "rescale",
            "--from-checkpoint", str(old),
            "--set", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
            "--set", f"kafka.topic_prefix={prefix}", "--set", f"spark.checkpoint={new}",

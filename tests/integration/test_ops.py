@@ -11,13 +11,13 @@ import pytest
 from reference import cdc_offsets, completed_segments, settled_offsets
 from support import wait_until
 
-from shared.devstack.settings import repo_root
+from devstack.settings import repo_root
 
 pytestmark = pytest.mark.integration
 
 
 def _casscade(stack, *args: str, timeout_s: float = 120) -> str:
-    cmd = [sys.executable, "-m", "shared.cli", *args]
+    cmd = [sys.executable, "-m", "casscade.cli", *args]
     out = subprocess.run(cmd, cwd=repo_root(), capture_output=True, text=True,
                          timeout=timeout_s)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
@@ -31,7 +31,7 @@ def test_flush_flushes_every_cdc_table_to_sstables(stack, cql, cdc_table) -> Non
     ks, name = table.split(".")
     data = stack.cassandra_dir / "data" / ks
     assert not list(data.glob(f"{name}-*/*Data.db"))  # still in the memtable
-    nodetool = f"{shlex.quote(sys.executable)} -m shared.cli dev nodetool"
+    nodetool = f"{shlex.quote(sys.executable)} -m casscade.cli dev nodetool"
     out = _casscade(stack, "ops", "flush", "--set", f"cassandra.port={stack.cql_port}",
                     "--nodetool", nodetool)
     assert table in out
@@ -52,7 +52,7 @@ def test_filler_completes_a_segment_within_the_documented_time(stack, cql, cdc_t
     segment_bytes = 4 * 1024 * 1024  # the dev node's commitlog_segment_size
     documented = segment_bytes / (rate * blob_kb * 1024)  # longest fill time, README/ops.py
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "shared.cli", "ops", "filler",
+    proc = subprocess.Popen([sys.executable, "-m", "casscade.cli", "ops", "filler",
                              "--set", f"cassandra.port={stack.cql_port}", "--rate", str(rate),
                              "--blob-kb", str(blob_kb), "--ttl", "30", "--duration", "20"],
                             cwd=repo_root(), stdout=subprocess.PIPE, text=True)

@@ -21,12 +21,12 @@ from publisher_harness import (
 )
 from reference import completed_segments
 
+from devstack import cassandra, kafka
+from devstack.cassandra import cql_cluster
+from publisher.agent.splitter import SourceInfo, split
 from publisher.commitlog.reader import CommitLogReader
+from publisher.commitlog.schema_source import CassandraSchemaSource
 from publisher.kafka_sink import raw_topic
-from publisher.schema_source import CassandraSchemaSource
-from publisher.splitter import SourceInfo, split
-from shared.devstack import cassandra, kafka
-from shared.devstack.cassandra import cql_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -91,7 +91,7 @@ def test_mixed_workload_reaches_kafka_exactly_as_decoded(stack, node, session, t
         records = read_topic(stack.bootstrap_servers, topic, expect_at_least=statements)
         wait_for(lambda: not completed_segments(node.cdc_raw_dir), 60, "completed segments retired")
         # the runbook's status command, against the running agent
-        status = subprocess.run([sys.executable, "-m", "shared.cli", "publisher", "status",
+        status = subprocess.run([sys.executable, "-m", "casscade.cli", "publisher", "status",
                                  "--config", str(agent.config)], capture_output=True,
                                 text=True, timeout=60)
         assert status.returncode == 0, status.stderr
@@ -210,7 +210,7 @@ def test_broker_down_for_30_seconds(stack, node, session, tmp_path):
             time.sleep(30)
             assert agent.alive(), "the agent gave up while Kafka was down"
         finally:
-            pid = kafka.start(stack, __import__("shared.devstack.artifacts",
+            pid = kafka.start(stack, __import__("devstack.artifacts",
                                                 fromlist=["x"]).find_java())
             kafka.wait_ready(stack, pid)
         execute_concurrent_with_args(session, insert, [(i, "after") for i in range(6000, 8000)])

@@ -24,20 +24,23 @@ from materializer_harness import (
 from ring_harness import (
     RingPublishers,
     check_events,
+    events_so_far,
     job_caught_up,
+    no_hints_left,
+    nodetool_each,
     pinned_sessions,
+    raw_records,
     run_ring_workload,
     session_at_all,
     without_replays,
+    write_probe,
 )
 from support import http_get, wait_until
 from test_decode_random_workload import create_workload_tables
 
-from publisher.schema_source import read_system_schema
-from shared.devstack import cassandra
-from shared.devstack import stack as devstack
-from shared.kafka_topics import read_to_end
-from shared.rowupdate_reader import read_row_update
+from devstack import cassandra
+from devstack import stack as devstack
+from publisher.commitlog.schema_source import read_system_schema
 from shared.schema import catalog_from_json
 
 pytestmark = pytest.mark.integration
@@ -83,13 +86,6 @@ def _tables(env, ks: str) -> dict:
             if t.keyspace == ks}
 
 
-def _raw(env, ks: str, table: str) -> list[dict]:
-    """Every raw record of a table's topic, decoded."""
-    topic = f"{env['prefix']}.raw.{ks}.{table}"
-    return [read_row_update(m.value()) for m in read_to_end(env["ring"].bootstrap_servers,
-                                                            topic)]
-
-
 @pytest.fixture(scope="module")
 def staged(env, spark_cluster):
     """Three scenarios written one after another, then one run of the job over all of them
@@ -118,8 +114,8 @@ def _run_on_cluster(env, spark_cluster, name: str, ks: str) -> dict:
     import subprocess
     import sys
 
-    from shared.devstack import spark_cluster as cluster
-    from shared.devstack.settings import repo_root
+    from devstack import spark_cluster as cluster
+    from devstack.settings import repo_root
 
     ring, work = env["ring"], env["work"]
     checkpoint = work / f"ckpt-{name}"
@@ -136,8 +132,10 @@ def _run_on_cluster(env, spark_cluster, name: str, ks: str) -> dict:
     try:
         # The first events: the batch's last stage runs on both executors (a kill before
         # any task ran went unnoticed by the driver once: no "Lost executor" in its log).
+        bootstrap, topic = env["ring"].bootstrap_servers, f"{env['prefix']}.{ks}.r"
+
         def writing() -> bool:
-            return proc.poll() is not None or bool(_events_of(env, ks, "r"))
+            return proc.poll() is not None or bool(events_so_far(bootstrap, topic))
 
         wait_until(writing, 300, "the first events from the cluster", interval_s=0.5)
         mid_batch = proc.poll() is None and not (checkpoint / "commits" / "0").exists()
@@ -159,7 +157,7 @@ def _write_differential(env) -> dict:
                              workers=WORKERS)
     env["publishers"].wait_caught_up()
     return {"ks": ks, "done": done, "hosts": Counter(r["source"]["host"]
-                                                      for r in _raw(env, ks, "r"))}
+                                                      for r in raw_records(env, ks, "r"))}
 
 
 def test_rf3_differential_events_end_at_select_all(env, staged) -> None:
@@ -179,11 +177,6 @@ def test_rf3_differential_events_end_at_select_all(env, staged) -> None:
                           _tables(env, ks))
     # three copies in, one event out (events + tombstones < copies / 2)
     assert counts["r"] < sum(hosts.values()) / 2, (counts, hosts)
-
-
-def _no_hints_left(ring) -> bool:
-    return not any(any(node.cassandra_dir.joinpath("hints").glob("*.hints"))
-                   for node in ring.all_nodes())
 
 
 def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env) -> None:
@@ -230,7 +223,7 @@ def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env) -> None:
         done = run_ring_workload(env["sessions"], ks, STATEMENTS // 2, seed=29,
                                  down=lambda: down, at=hooks)
         assert len(done.executed) >= 1500 and not hooks, hooks
-        wait_until(lambda: _no_hints_left(ring), 120, "every hint delivered", interval_s=1)
+        wait_until(lambda: no_hints_left(ring), 120, "every hint delivered", interval_s=1)
         publishers.wait_caught_up()
         # the restarted job (from its checkpoint) reads on to the end of this keyspace's
         # raw topics
@@ -244,7 +237,7 @@ def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env) -> None:
             devstack.start_node(ring.node(3), log=print)
         for proc in job:
             kill_group(proc)
-    hinted = {host: {r["partition_key"] for r in _raw(env, ks, "hinted")
+    hinted = {host: {r["partition_key"] for r in raw_records(env, ks, "hinted")
                      if r["source"]["host"] == host} for host in ("node-1", "node-2", "node-3")}
     assert [len(hinted[h]) for h in sorted(hinted)] == [300, 300, 300], \
         {h: len(v) for h, v in hinted.items()}
@@ -268,52 +261,25 @@ def _write_read_repair(env) -> dict:
     truth.execute(f"CREATE TABLE {ks}.probe (k int PRIMARY KEY) WITH cdc = false")
     truth.execute(f"INSERT INTO {ks}.rr (k, v) VALUES (-1, 'schema known everywhere')")
     one, others = ring.node(1), ring.all_nodes()[1:]
-    _nodetool_each([(one, "disablehandoff"), *((n, "disablegossip") for n in others)])
+    nodetool_each([(one, "disablehandoff"), *((n, "disablegossip") for n in others)])
     try:
         # node 1 refuses a write at TWO once it holds the other two replicas down
-        wait_until(lambda: not _probe(first, ks, "TWO"), 120, "node 1 to see nodes 2, 3 down",
+        wait_until(lambda: not write_probe(first, ks, "TWO"), 120, "node 1 to see nodes 2, 3 down",
                    interval_s=1)
         for k in range(20):
             first.execute(SimpleStatement(f"INSERT INTO {ks}.rr (k, v) VALUES ({k}, 'v{k}')",
                                           consistency_level=ConsistencyLevel.ONE))
     finally:
-        _nodetool_each([(n, "enablegossip") for n in others])
-        wait_until(lambda: all(_probe(node, ks, "ALL") for node in env["sessions"].values()),
+        nodetool_each([(n, "enablegossip") for n in others])
+        wait_until(lambda: all(write_probe(node, ks, "ALL") for node in env["sessions"].values()),
                    120, "every node to see every node up", interval_s=1)
         cassandra.nodetool(one, "enablehandoff")
     env["publishers"].wait_caught_up()
-    before = Counter(r["source"]["host"] for r in _raw(env, ks, "rr"))
+    before = Counter(r["source"]["host"] for r in raw_records(env, ks, "rr"))
     values = [truth.execute(f"SELECT v FROM {ks}.rr WHERE k = {k}").one().v for k in range(20)]
     env["publishers"].wait_caught_up()
-    after = Counter(r["source"]["host"] for r in _raw(env, ks, "rr"))
+    after = Counter(r["source"]["host"] for r in raw_records(env, ks, "rr"))
     return {"ks": ks, "before": before, "after": after, "values": values}
-
-
-def _nodetool_each(calls: list[tuple]) -> None:
-    """`nodetool` on several nodes side by side (each call starts a JVM: ~4 s)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(len(calls)) as pool:
-        list(pool.map(lambda call: cassandra.nodetool(*call), calls))
-
-
-def _probe(session, ks: str, level: str) -> bool:
-    """Whether a write at `level` through `session`'s node is taken (False: Unavailable, the
-    node holds too few replicas up; nothing is written then)."""
-    from cassandra import Unavailable
-    from cassandra.cluster import NoHostAvailable
-
-    try:
-        session.execute(SimpleStatement(f"INSERT INTO {ks}.probe (k) VALUES (0)",
-                                        consistency_level=getattr(ConsistencyLevel, level)),
-                        timeout=10)
-        return True
-    except Unavailable:
-        return False
-    except NoHostAvailable as exc:  # a pinned session's one host answered Unavailable
-        if all(isinstance(e, Unavailable) for e in exc.errors.values()):
-            return False
-        raise
 
 
 def test_read_repair_reaches_commit_logs_and_makes_no_event(env, staged) -> None:
@@ -362,19 +328,11 @@ def test_one_mutation_gives_one_change_not_a_static_phantom(env, staged) -> None
     check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"], _tables(env, ks))
 
 
-def _events_of(env, ks: str, table: str) -> list:
-    try:
-        return [v for *_, v in read_events(env["ring"].bootstrap_servers,
-                                           f"{env['prefix']}.{ks}.{table}", 5)]
-    except AssertionError:
-        return []  # the event topic does not exist yet
-
-
 def test_ten_tables_at_once_and_a_broker_restart_keep_the_job_running(env, stack) -> None:
     """Ten CDC tables created at once while the job runs (their event topics are new to
     Kafka in the same second), then the broker restarted in the middle of the writes: the
     job carries on or starts its query again from the checkpoint, and loses nothing."""
-    from shared.devstack import artifacts, kafka
+    from devstack import artifacts, kafka
 
     ring, work = env["ring"], env["work"]
     ks = _keyspace(env, tables="none")
@@ -407,8 +365,9 @@ def test_ten_tables_at_once_and_a_broker_restart_keep_the_job_running(env, stack
                 sessions[1 + (k + i) % 3].execute(
                     f"INSERT INTO {ks}.{name} (k, v) VALUES ({k}, 'v{k}')")
         env["publishers"].wait_caught_up(180)
-        wait_until(lambda: all(len([e for e in _events_of(env, ks, n) if e]) >= 40
-                               for n in names), 300, "40 events in each of the ten tables",
+        bootstrap, topics = ring.bootstrap_servers, [f"{env['prefix']}.{ks}.{n}" for n in names]
+        wait_until(lambda: all(len([e for e in events_so_far(bootstrap, t) if e]) >= 40
+                               for t in topics), 300, "40 events in each of the ten tables",
                    interval_s=3)
         assert job.poll() is None, (work / "ten.log").read_text()[-3000:]
     finally:

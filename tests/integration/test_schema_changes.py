@@ -19,7 +19,7 @@ from materializer_harness import (
 )
 from reference import cdc_offsets
 
-from publisher.schema_source import read_system_schema
+from publisher.commitlog.schema_source import read_system_schema
 from shared.kafka_topics import read_to_end
 from shared.schema import TableSchema, catalog_from_json
 

@@ -23,8 +23,8 @@ from materializer_harness import (
 )
 from reference import cdc_offsets
 
-from publisher.schema_source import read_system_schema
-from shared.devstack.settings import repo_root
+from devstack.settings import repo_root
+from publisher.commitlog.schema_source import read_system_schema
 from shared.schema import catalog_from_json
 
 pytestmark = pytest.mark.integration
@@ -32,7 +32,7 @@ ROWS = 600
 
 
 def _snapshot(stack, ks: str, prefix: str, state_dir, *extra: str) -> str:
-    cmd = [sys.executable, "-m", "shared.cli", "snapshot", "--table", f"{ks}.t",
+    cmd = [sys.executable, "-m", "casscade.cli", "snapshot", "--table", f"{ks}.t",
            "--set", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
            "--set", f"kafka.topic_prefix={prefix}", "--set", "kafka.partitions=3",
            "--set", f"cassandra.port={stack.cql_port}", "--set", f"state.path={state_dir}",

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from shared.devstack import spark_cluster as cluster
-from shared.devstack.process import pid_alive, read_pid
-from shared.devstack.settings import StackSettings, repo_root
+from devstack import spark_cluster as cluster
+from devstack.process import pid_alive, read_pid
+from devstack.settings import StackSettings, repo_root
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +63,7 @@ def _worker_pids(s: StackSettings) -> set[int | None]:
 
 def _status_cli() -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c",
-                           "from shared.devstack.spark_cli import spark; spark()", "status"],
+                           "from devstack.spark_cli import spark; spark()", "status"],
                           cwd=repo_root(), capture_output=True, text=True, timeout=60)
 
 

@@ -9,9 +9,9 @@ import pytest
 from confluent_kafka import Producer
 from test_kafka_broker import make_topic
 
-from materializer.copy_dedupe import drop_copies
+from devstack.spark import local_session
+from materializer.spark.copy_dedupe import drop_copies
 from shared import rowupdate
-from shared.devstack.spark import local_session
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +79,7 @@ BATCH = _update(20, "node-1", STATIC, ("ROW", 1, 2000, "x"))
 
 
 def _through_the_copy_dedupe(spark: Any, stack: Any, tmp_path: Any) -> list[bytes]:
-    """The values `materializer.copy_dedupe` lets through of ALONE, its copy and BATCH."""
+    """The values `materializer.spark.copy_dedupe` lets through of ALONE, its copy and BATCH."""
     assert rowupdate.digest_of(ALONE[0]) == rowupdate.digest_of(BATCH[0])
     topic = make_topic(stack.bootstrap_servers, partitions=1)
     producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "acks": "all"})

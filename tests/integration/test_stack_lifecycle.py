@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.devstack import cassandra, kafka
-from shared.devstack.process import pid_alive, port_in_use
-from shared.devstack.settings import StackSettings, repo_root
+from devstack import cassandra, kafka
+from devstack.process import pid_alive, port_in_use
+from devstack.settings import StackSettings, repo_root
 
 pytestmark = pytest.mark.integration
 

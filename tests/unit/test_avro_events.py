@@ -15,10 +15,10 @@ import pytest
 from cassandra.util import Duration
 from fastavro import parse_schema
 
-from materializer.avro_envelope import decode
-from materializer.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
-from materializer.avro_schema import avro_name, to_avro_schema, value_converter
 from materializer.handler import EventSettings, KeyHandler, RawRecord
+from materializer.output.avro_envelope import decode
+from materializer.output.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
+from materializer.output.avro_schema import avro_name, to_avro_schema, value_converter
 from shared import codec, rowupdate
 from shared.schema import TableSchema, table_from_json
 
@@ -132,7 +132,7 @@ def test_avro_events_carry_exactly_the_json_events() -> None:
     assert [(t, v is None) for t, _k, v in avro] == [(t, v is None) for t, _k, v in plain]
     assert [json.loads(v)["op"] for _t, _k, v in plain if v] == ["c", "u", "d"]
     assert sorted(set(publisher.subjects)) == ["p.ks.all-types-key", "p.ks.all-types-value"]
-    from materializer.envelope import EnvelopeWriter
+    from materializer.output.envelope import EnvelopeWriter
 
     writer = EnvelopeWriter(TABLE, "casscade", schemas=False)
     for (_t, ak, av), (_t2, jk, jv) in zip(avro, plain, strict=True):
@@ -150,7 +150,7 @@ def test_avro_events_carry_exactly_the_json_events() -> None:
 
 
 def test_avro_schema_follows_the_connect_mapping() -> None:
-    from materializer.envelope import EnvelopeWriter
+    from materializer.output.envelope import EnvelopeWriter
 
     w = EnvelopeWriter(TABLE, "prod", schemas=False)
     schema = to_avro_schema(w.value_schema, w.value_schema["name"])

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from materializer.avro_registry import ConfluentRegistry, RegistryError
+from materializer.output.avro_registry import ConfluentRegistry, RegistryError
 
 SCHEMA = {"type": "record", "name": "k", "fields": [{"name": "id", "type": "int"}]}
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from publisher.cdc_index import CdcIndex, index_path, parse_cdc_index, read_cdc_index
+from publisher.agent.cdc_index import CdcIndex, index_path, parse_cdc_index, read_cdc_index
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from materializer.class_archive import archive_key, finish, plan
+from materializer.spark.class_archive import archive_key, finish, plan
 
 JARS = ["/lib/kafka-clients.jar", "/lib/spark-sql-kafka.jar"]
 

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from publisher.commitlog.decoder import MutationDecoder, _s32, _uvint
+from publisher.commitlog.decoder import MutationDecoder
 from publisher.commitlog.descriptor import parse_descriptor
 from publisher.commitlog.errors import (
     CorruptSegmentError,
     DecodeError,
     UnsupportedSegmentError,
 )
+from publisher.commitlog.primitives import s32 as _s32
+from publisher.commitlog.primitives import uvint as _uvint
 from publisher.commitlog.segment import SegmentReader
 from shared.schema import catalog_from_json
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 def test_a_started_checkpoint_keeps_its_copy_dedupe() -> None:
     """Spark cannot add or remove the dedupe operator on a started checkpoint: a new one
     takes the setting, a started one keeps what it has, with a warning when they differ."""
-    from materializer.copy_dedupe import DEFAULT_WINDOW_S, effective_window
+    from materializer.spark.copy_dedupe import DEFAULT_WINDOW_S, effective_window
 
     assert effective_window(30, started=False, has_dedupe=False) == (30, None)
     assert effective_window(0, started=False, has_dedupe=False) == (0, None)

@@ -15,7 +15,7 @@ import pytest
 from reference import ReferenceTable, diff_rows
 
 from publisher.commitlog.reader import CommitLogReader
-from publisher.schema_source import FileSchemaSource
+from publisher.commitlog.schema_source import FileSchemaSource
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "commitlog"
 NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/manifest.json"))

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.devstack import artifacts, cassandra, kafka, process
-from shared.devstack.process import StackError
-from shared.devstack.settings import StackSettings
+from devstack import artifacts, cassandra, kafka, process
+from devstack.process import StackError
+from devstack.settings import StackSettings
 
 
 @pytest.fixture
@@ -223,7 +223,7 @@ UJ  127.0.0.1  114.93 KiB  16      57.9%             97621ee3-953b-412f-8375-278
 
 
 def test_a_ring_refuses_an_address_it_cannot_bind() -> None:
-    from shared.devstack.stack import require_bindable
+    from devstack.stack import require_bindable
 
     require_bindable("127.0.0.2")  # Linux: all of 127/8 is loopback
     with pytest.raises(StackError, match=r"cannot bind 192\.0\.2\.1"):

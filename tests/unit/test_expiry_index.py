@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from materializer.processor import pack_keys, unpack_keys
+from materializer.spark.processor import pack_keys, unpack_keys
 
 
 @given(st.lists(st.binary(max_size=40), max_size=30))

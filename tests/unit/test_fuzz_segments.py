@@ -18,7 +18,7 @@ import pytest
 
 from publisher.commitlog.errors import CommitLogError
 from publisher.commitlog.reader import CommitLogReader
-from publisher.schema_source import FileSchemaSource
+from publisher.commitlog.schema_source import FileSchemaSource
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "commitlog"
 CASES = 1000

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from materializer.envelope import EnvelopeWriter
 from materializer.handler import EventSettings, KeyHandler, RawRecord
-from materializer.values import connect_schema
+from materializer.output.envelope import EnvelopeWriter
+from materializer.output.values import connect_schema
 from shared import rowupdate
 from shared.cqltype import parse_cql_type
 from shared.schema import TableSchema, table_from_json
@@ -247,7 +247,7 @@ def test_event_json_reads_back_as_the_standard_library_would_write_it() -> None:
     """orjson writes the events; what a reader gets is what `json` would have written:
     bytes as base64, non-text map keys as strings, non-ASCII text, floats that round-trip,
     and integers beyond 64 bits (varint) exactly, through the standard library."""
-    from materializer.envelope import dumps
+    from materializer.output.envelope import dumps
 
     doc = {"b": b"\x00\xffbin", "m": {1: "x", 2: None}, "t": "grüße ✓", "f": 0.1,
            "big": 1e300, "neg": -(2**63), "l": [1, (2, 3)], "n": None, "ok": True}

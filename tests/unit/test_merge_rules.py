@@ -9,11 +9,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from materializer.clustering import ClusteringOrder
-from materializer.events import KeyProcessor, op_of
-from materializer.image import partition_images, purge
-from materializer.merge import Merger, merge_counter_contexts, reconcile
-from materializer.model import STATE_FORMAT, PartitionState
+from materializer.rules.clustering import ClusteringOrder
+from materializer.rules.events import KeyProcessor, op_of
+from materializer.rules.image import partition_images, purge
+from materializer.rules.merge import Merger, merge_counter_contexts, reconcile
+from materializer.rules.model import STATE_FORMAT, PartitionState
 from shared import codec
 from shared.schema import table_from_json
 
@@ -343,7 +343,7 @@ def test_op_rule() -> None:
 def test_a_rewrite_a_reader_cannot_see_is_no_update() -> None:
     """Seen at RF=3: the same list written again has new element paths (timeuuids made at
     write time), an increment by 0 adds a counter shard; SELECT shows no change."""
-    from materializer.image import VisibleForm
+    from materializer.rules.image import VisibleForm
     from shared.codec import counter_total
 
     visible = VisibleForm(frozenset({"l"}), frozenset({"n"}))

@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_merge_rules import NOW, ORDER, TABLE, cell, i32, record, record_st
 
-from materializer.events import KeyProcessor
-from materializer.image import partition_images
-from materializer.merge import Merger
-from materializer.model import PartitionState, rows_from_bytes
-from materializer.pages import attach, pages_to_load, store
+from materializer.rules.events import KeyProcessor
+from materializer.rules.image import partition_images
+from materializer.rules.merge import Merger
+from materializer.rules.model import PartitionState, rows_from_bytes
+from materializer.rules.pages import attach, pages_to_load, store
 
 
 def processor() -> KeyProcessor:

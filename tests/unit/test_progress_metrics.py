@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from materializer.progress import ProgressMetrics
+from materializer.spark.progress import ProgressMetrics
 from shared.metrics import Registry
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from publisher.delivery import WatermarkTracker
-from publisher.offset_store import OffsetStore, SegmentState
+from publisher.agent.delivery import WatermarkTracker
+from publisher.agent.offset_store import OffsetStore, SegmentState
 from publisher.settings import PublisherConfig
 from shared.config import ConfigError, load, to_dict
 from shared.metrics import Registry

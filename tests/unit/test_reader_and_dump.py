@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from casscade.cli import cli
 from publisher.commitlog.errors import UnknownTableError
 from publisher.commitlog.reader import CommitLogReader
-from shared.cli import cli
 from shared.schema import TableSchema, catalog_from_json
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "commitlog" / "v7"

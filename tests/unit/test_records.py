@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from publisher.agent.record_writer import RecordWriter
+from publisher.agent.splitter import SourceInfo, split
 from publisher.commitlog.reader import CommitLogReader
-from publisher.record_writer import RecordWriter
-from publisher.schema_source import FileSchemaSource
-from publisher.splitter import SourceInfo, split
+from publisher.commitlog.schema_source import FileSchemaSource
 from shared import rowupdate
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "commitlog"

@@ -177,7 +177,7 @@ def test_initial_state_rows_are_written_as_the_old_job_kept_them() -> None:
     old registered timers registered again (stock state calls, no Spark)."""
     from pyspark.sql import Row
 
-    from materializer.processor import MaterializeProcessor, _Expiries, _Map
+    from materializer.spark.processor import MaterializeProcessor, _Expiries, _Map
 
     handle = _FakeState()
     proc = MaterializeProcessor.__new__(MaterializeProcessor)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from publisher.agent.splitter import SourceInfo, split
 from publisher.commitlog.reader import CommitLogReader
-from publisher.schema_source import FileSchemaSource
-from publisher.splitter import SourceInfo, split
+from publisher.commitlog.schema_source import FileSchemaSource
 from shared import rowupdate
 from shared.rowupdate_reader import read_row_update
 

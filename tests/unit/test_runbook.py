@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import pytest
 
-from shared.cli import cli
+from casscade.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNBOOK = ROOT / "deploy" / "RUNBOOK.md"

@@ -8,13 +8,13 @@ from collections import namedtuple
 
 from cassandra.util import OrderedMapSerializedKey, SortedSet
 
-from materializer.clustering import ClusteringOrder
-from materializer.image import partition_images
-from materializer.merge import Merger
-from materializer.model import PartitionState
-from materializer.values import RowRenderer
-from publisher.snapshot import MAX_TOKEN, MIN_TOKEN, token_ranges
-from publisher.snapshot_rows import row_records, select_statement
+from materializer.output.values import RowRenderer
+from materializer.rules.clustering import ClusteringOrder
+from materializer.rules.image import partition_images
+from materializer.rules.merge import Merger
+from materializer.rules.model import PartitionState
+from publisher.snapshot.rows import row_records, select_statement
+from publisher.snapshot.snapshot import MAX_TOKEN, MIN_TOKEN, token_ranges
 from shared import codec, rowupdate
 from shared.schema import table_from_json
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from shared.devstack import artifacts, spark_cluster
-from shared.devstack.process import StackError
-from shared.devstack.settings import StackSettings, repo_root
-from shared.devstack.spark_cli import spark
-from shared.devstack.spark_cluster import ClusterConfig
+from devstack import artifacts, spark_cluster
+from devstack.process import StackError
+from devstack.settings import StackSettings, repo_root
+from devstack.spark_cli import spark
+from devstack.spark_cluster import ClusterConfig
 
 
 def _free_port() -> int:

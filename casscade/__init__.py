@@ -1,0 +1,1 @@
+"""The `casscade` command root: finds the stages' command groups (entry points)."""

@@ -1,0 +1,252 @@
+"""A Cassandra 5.0 node with CDC on loopback (127.0.0.n), run from Maven Central jars; nodetool.
+
+Every function takes the settings of one node (`StackSettings.node(n)`); node 1 is the seed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from string import Template
+from typing import TYPE_CHECKING, Any
+
+from devstack import artifacts
+from devstack.process import StackError, pid_alive, read_pid, spawn, stop, tail
+from devstack.process import kill as kill_pid
+from devstack.settings import HOST, StackSettings, repo_root
+from shared.cql import make_cluster
+
+if TYPE_CHECKING:
+    from cassandra.cluster import Cluster
+
+# conf/jvm17-server.options of the 5.0 line: without these module flags and the jamm agent
+# Cassandra dies during start-up on Java 17.
+_JPMS_SERVER = [
+    "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports", "java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED",
+    "--add-exports", "java.rmi/sun.rmi.registry=ALL-UNNAMED",
+    "--add-exports", "java.rmi/sun.rmi.server=ALL-UNNAMED",
+    "--add-exports", "java.sql/java.sql=ALL-UNNAMED",
+    "--add-exports", "java.base/java.lang.ref=ALL-UNNAMED",
+    "--add-exports", "jdk.unsupported/sun.misc=ALL-UNNAMED",
+    "--add-exports", "jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED",
+    "--add-exports", "jdk.attach/sun.tools.attach=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang.module=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.loader=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.reflect=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.math=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.module=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.util.jar=ALL-UNNAMED",
+    "--add-opens", "jdk.management/com.sun.management.internal=ALL-UNNAMED",
+    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens", "java.base/java.io=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens", "jdk.compiler/com.sun.tools.javac=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util=ALL-UNNAMED",
+    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
+]
+# conf/jvm17-clients.options adds these for nodetool (jamm sizes more JDK types there).
+_JPMS_CLIENT_EXTRA = [
+    "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util.concurrent=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util.concurrent.atomic=ALL-UNNAMED",
+    "--add-opens", "java.base/java.math=ALL-UNNAMED",
+    "--add-opens", "java.base/java.net=ALL-UNNAMED",
+]
+_SERVER_GC = [
+    "-XX:+UseG1GC", "-XX:+ParallelRefProcEnabled", "-XX:MaxTenuringThreshold=1",
+    "-XX:G1HeapRegionSize=16m", "-XX:G1RSetUpdatingPauseTimePercent=5",
+    "-XX:MaxGCPauseMillis=300", "-XX:InitiatingHeapOccupancyPercent=70",
+    # two cores: keep the JVM's own thread pools small
+    "-XX:ParallelGCThreads=2", "-XX:ConcGCThreads=1", "-XX:CICompilerCount=2",
+]
+
+
+def pid_file(s: StackSettings) -> Path:
+    """The node's pid file."""
+    return s.cassandra_dir / "cassandra.pid"
+
+
+def log_file(s: StackSettings) -> Path:
+    """Cassandra's own system.log (INFO and above)."""
+    return s.cassandra_dir / "logs" / "system.log"
+
+
+def stdout_file(s: StackSettings) -> Path:
+    """The node's stdout/stderr (WARN and above, plus JVM errors)."""
+    return s.cassandra_dir / "logs" / "stdout.log"
+
+
+def running_pid(s: StackSettings) -> int | None:
+    """The pid of the node this state directory started, if it is alive."""
+    return read_pid(pid_file(s))
+
+
+def render_yaml(s: StackSettings) -> str:
+    """cassandra.yaml for this stack, from deploy/local/conf/cassandra.yaml.in."""
+    template = Template((repo_root() / "deploy" / "local" / "conf" / "cassandra.yaml.in")
+                        .read_text())
+    return template.substitute(
+        cluster_name=s.cluster_name, storage_port=s.storage_port, cql_port=s.cql_port,
+        address=s.host, seed=s.seed, auto_bootstrap=str(s.node_index == 1).lower(),
+        node_dir=s.cassandra_dir, cdc_total_space=s.cdc_total_space,
+        commitlog_sync_period=s.commitlog_sync_period,
+        commitlog_segment_size=s.commitlog_segment_size,
+        storage_compatibility_mode=s.storage_compatibility_mode,
+        commitlog_compression=(
+            f"commitlog_compression:\n  - class_name: {s.commitlog_compression}"
+            if s.commitlog_compression else "# commitlog_compression: none"),
+    )
+
+
+def _lib(s: StackSettings) -> Path:
+    return artifacts.lib_dir(s.lib_dir, "cassandra")
+
+
+def _jamm(s: StackSettings) -> Path:
+    jars = sorted(_lib(s).glob("jamm-*.jar"))
+    if not jars:
+        raise StackError(f"no jamm jar in {_lib(s)}; run `deploy/local/stack fetch` again")
+    return jars[-1]
+
+
+def server_command(s: StackSettings, java: Path) -> list[str]:
+    """The java command line of the node (what bin/cassandra -f would run)."""
+    conf = s.cassandra_dir / "conf"
+    return [
+        str(java), "-ea", "-da:net.openhft...", f"-Xms{s.cassandra_heap}",
+        f"-Xmx{s.cassandra_heap}", "-Xss256k", *_SERVER_GC, *_JPMS_SERVER,
+        "-Djdk.attach.allowAttachSelf=true",
+        "-Dio.netty.tryReflectionSetAccessible=true",
+        "-Dio.netty.allocator.useCacheForAllThreads=true",
+        "-Dio.netty.allocator.maxOrder=11",
+        "-XX:+UseThreadPriorities", "-XX:+HeapDumpOnOutOfMemoryError",
+        f"-XX:HeapDumpPath={s.cassandra_dir / 'logs'}", "-XX:+PerfDisableSharedMem",
+        "-Djava.net.preferIPv4Stack=true", "-Dchronicle.analytics.disable=true",
+        f"-javaagent:{_jamm(s)}",
+        "-Dcassandra-foreground=yes",
+        f"-Dcassandra.config=file://{conf / 'cassandra.yaml'}",
+        f"-Dcassandra.storagedir={s.cassandra_dir}",
+        f"-Dcassandra.logdir={s.cassandra_dir / 'logs'}",
+        f"-Dlogback.configurationFile={conf / 'logback.xml'}",
+        f"-Dcassandra.jmx.local.port={s.node_jmx_port}",
+        "-Dcassandra.skip_wait_for_gossip_to_settle=0",
+        "-cp", f"{conf}:{_lib(s)}/*", "org.apache.cassandra.service.CassandraDaemon",
+    ]
+
+
+def nodetool_command(s: StackSettings, java: Path, *args: str) -> list[str]:
+    """The java command line of `nodetool -h 127.0.0.1 -p <node's jmx> ARGS`."""
+    conf = s.cassandra_dir / "conf"
+    return [
+        str(java), "-ea", "-Xmx128m", "-XX:ParallelGCThreads=1", "-XX:+UseSerialGC",
+        "-Djdk.attach.allowAttachSelf=true", *_JPMS_SERVER, *_JPMS_CLIENT_EXTRA,
+        f"-javaagent:{_jamm(s)}",
+        f"-Dcassandra.storagedir={s.cassandra_dir}",
+        f"-Dlogback.configurationFile={conf / 'logback-tools.xml'}",
+        "-cp", f"{conf}:{_lib(s)}/*", "org.apache.cassandra.tools.NodeTool",
+        "-h", HOST, "-p", str(s.node_jmx_port), *args,
+    ]
+
+
+def write_config(s: StackSettings) -> None:
+    """Create the node's directories and (re)write its cassandra.yaml and logback files."""
+    conf = s.cassandra_dir / "conf"
+    for sub in ("conf", "data", "commitlog", "cdc_raw", "hints", "saved_caches", "logs"):
+        (s.cassandra_dir / sub).mkdir(parents=True, exist_ok=True)
+    (conf / "cassandra.yaml").write_text(render_yaml(s))
+    src = repo_root() / "deploy" / "local" / "conf"
+    for name in ("logback.xml", "logback-tools.xml"):
+        shutil.copyfile(src / name, conf / name)
+
+
+def start(s: StackSettings, java: Path) -> int:
+    """Write the config and start the node in the background."""
+    write_config(s)
+    return spawn(server_command(s, java), pid_file(s), stdout_file(s), cwd=s.cassandra_dir)
+
+
+def wait_ready(s: StackSettings, pid: int, timeout_s: float = 180.0) -> str:
+    """Block until CQL answers `SELECT release_version`; returns the version."""
+    deadline = time.monotonic() + timeout_s
+    last_error = "no attempt"
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            raise StackError(
+                f"Cassandra exited during start-up; last lines of {stdout_file(s)}:\n"
+                + tail(stdout_file(s)) + f"\n--- {log_file(s)}:\n" + tail(log_file(s), 20))
+        try:
+            return release_version(s)
+        except Exception as exc:  # noqa: BLE001 — not ready yet; keep polling
+            last_error = str(exc)
+        time.sleep(1.0)
+    raise StackError(f"Cassandra did not answer CQL on {s.host}:{s.cql_port} within "
+                     f"{timeout_s:.0f}s ({last_error}); last lines of {log_file(s)}:\n"
+                     + tail(log_file(s)))
+
+
+def cql_cluster(s: StackSettings, **options: Any) -> Cluster:
+    """A cassandra-driver Cluster with this node as contact point (it finds the others)."""
+    return make_cluster([s.host], s.cql_port, **options)
+
+
+def release_version(s: StackSettings) -> str:
+    """Ask the node for its release version over CQL (raises if it does not answer)."""
+    # pinned: in a ring, the answer must come from this node, not whichever is up
+    cluster = cql_cluster(s, connect_timeout=2, control_connection_timeout=2, pinned=True)
+    try:
+        session = cluster.connect()
+        row = session.execute("SELECT release_version FROM system.local", timeout=5).one()
+        return str(row.release_version)
+    finally:
+        cluster.shutdown()
+
+
+def nodetool(s: StackSettings, *args: str, timeout_s: float = 120.0) -> str:
+    """Run nodetool against this node; returns its stdout, StackError on failure."""
+    java = artifacts.find_java()
+    done = subprocess.run(nodetool_command(s, java, *args), capture_output=True, text=True,
+                          timeout=timeout_s)
+    if done.returncode != 0:
+        raise StackError(f"nodetool {' '.join(args)} failed ({done.returncode}):\n"
+                         + (done.stdout + done.stderr)[-2000:])
+    return done.stdout
+
+
+def ring_states(s: StackSettings) -> dict[str, str]:
+    """Address → two-letter state (UN, DN, UJ, ...) of every node `nodetool status` lists."""
+    return parse_ring_states(nodetool(s, "status", timeout_s=60))
+
+
+def parse_ring_states(status_output: str) -> dict[str, str]:
+    """The address → state lines of `nodetool status` output."""
+    states = {}
+    for line in status_output.splitlines():
+        parts = line.split()
+        if len(parts) > 2 and len(parts[0]) == 2 and parts[0][0] in "UD":
+            states[parts[1]] = parts[0]
+    return states
+
+
+def kill(s: StackSettings) -> bool:
+    """SIGKILL the node (a crash: no drain, no flush); True when it was running."""
+    return kill_pid(pid_file(s))
+
+
+def shutdown(s: StackSettings, drain: bool = True) -> bool:
+    """Stop the node this state directory started; `drain` flushes memtables first."""
+    pid = running_pid(s)
+    if pid is None:
+        pid_file(s).unlink(missing_ok=True)
+        return False
+    if drain:
+        # SIGTERM's shutdown hook still runs if drain fails; drain only makes it cleaner.
+        with contextlib.suppress(StackError, subprocess.TimeoutExpired, OSError):
+            nodetool(s, "drain", timeout_s=60)
+    return stop(pid_file(s), timeout_s=45)

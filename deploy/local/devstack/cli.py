@@ -1,0 +1,126 @@
+"""`casscade dev ...` / `deploy/local/stack ...`: run the local Kafka + Cassandra stack."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+import click
+
+from devstack import cassandra, stack
+from devstack.cli_common import run, settings
+from devstack.process import tail
+from devstack.settings import MAX_NODES, StackSettings
+from devstack.spark_cli import spark
+
+
+def _settings(nodes: int | None = None) -> StackSettings:
+    s = settings()
+    return replace(s, nodes=nodes) if nodes else s
+
+
+def _node(n: int) -> StackSettings:
+    if not 1 <= n <= MAX_NODES:
+        raise click.BadParameter(f"nodes are numbered 1 to {MAX_NODES}", param_hint="N")
+    return _settings().node(n)
+
+
+@click.group(name="dev")
+def dev() -> None:
+    """Local stack on loopback: Kafka 4 (KRaft, 127.0.0.1:9092) and Cassandra 5.0 with CDC
+    (CQL 127.0.0.1:9042, JMX 7199), both run from Maven Central jars with Java 17.
+
+    `up --nodes 3` runs a ring of three nodes: node n on 127.0.0.n (same CQL and storage
+    ports, JMX 7199 + n - 1), node 1 the seed, each with its own data, commitlog, cdc_raw
+    and hints under cassandra/ (node 1) or cassandra-n/. `spark up` adds a Spark
+    standalone cluster (a master and two one-core workers).
+
+    State (jars, data, commit logs, cdc_raw, logs, pid files) lives in .casscade/ of the
+    checkout, or CASSCADE_STATE_DIR. Ports: CASSCADE_KAFKA_PORT, CASSCADE_CQL_PORT, ...;
+    CASSCADE_NODES sets the default ring size (1).
+    """
+
+
+@dev.command()
+def fetch() -> None:
+    """Resolve Kafka, Cassandra and spark-sql-kafka jars from Maven Central (cached)."""
+    sizes = run(stack.fetch, _settings())
+    for name, mb in sizes.items():
+        click.echo(f"{name:12} {mb:7.1f} MB")
+
+
+@dev.command()
+@click.option("--nodes", type=click.IntRange(1, MAX_NODES), default=None,
+              help="Cassandra nodes in the ring (default 1, or CASSCADE_NODES); node n on "
+                   "127.0.0.n, started one after another.")
+def up(nodes: int | None) -> None:
+    """Start Kafka and the Cassandra node(s) (what already runs is reused) and wait until
+    each answers and, for a ring, `nodetool status` shows every node UN."""
+    run(stack.up, _settings(nodes))
+
+
+@dev.command()
+def down() -> None:
+    """Stop the processes `up` started, by pid file (drains Cassandra first)."""
+    run(stack.down, _settings())
+
+
+@dev.command()
+def status() -> None:
+    """Say what runs where, one line per Cassandra node. Exit code 0 when Kafka and every
+    node run, 3 otherwise."""
+    rows = stack.status(_settings())
+    for name, desc in rows:
+        click.echo(f"{name:10} {desc}")
+    services = rows[:-1]  # the last line is the state directory
+    sys.exit(0 if all(desc.startswith("running") for _, desc in services) else 3)
+
+
+@dev.command()
+@click.argument("service", default="all")
+@click.option("-n", "--lines", default=40, show_default=True, help="Lines per log file.")
+def logs(service: str, lines: int) -> None:
+    """Print the tail of each service's log (and where the full logs are). SERVICE: kafka,
+    cassandra (node 1), node2, node3, ... or all."""
+    for name, files in stack.log_files(_settings()).items():
+        if service not in (name, "all"):
+            continue
+        for path in files:
+            click.echo(f"==> {path} <==")
+            click.echo(tail(path, lines))
+
+
+@dev.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option("--node", "n", type=int, default=1, show_default=True,
+              help="Which node of the ring (its JMX port).")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def nodetool(n: int, args: tuple[str, ...]) -> None:
+    """Run nodetool against a node, e.g. `nodetool flush ks table` or
+    `nodetool --node 3 disablehandoff`."""
+    click.echo(run(cassandra.nodetool, _node(n), *args), nl=False)
+
+
+@dev.command()
+@click.argument("n", type=int)
+@click.argument("action", type=click.Choice(["stop", "kill", "start"]))
+def node(n: int, action: str) -> None:
+    """Stop (drain, then SIGTERM), kill (SIGKILL: a crash) or start node N of the ring."""
+    s = _node(n)
+    if action == "start":
+        run(stack.start_node, s)
+        return
+    done = run(cassandra.kill, s) if action == "kill" else run(cassandra.shutdown, s)
+    click.echo(f"node {n}: {action + 'ed' if action == 'kill' else 'stopped'}" if done
+               else f"node {n}: not running")
+
+
+dev.add_command(spark)
+
+
+def main() -> None:
+    """Entry point of deploy/local/stack."""
+    dev(prog_name="stack")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""Where the local stack lives and which loopback ports it uses (env-overridable)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+HOST = "127.0.0.1"
+MAX_NODES = 9  # 127.0.0.1 .. 127.0.0.9; JMX ports jmx_port .. jmx_port + 8
+
+
+def repo_root() -> Path:
+    """The casscade checkout this code runs from (holds deploy/local)."""
+    env = os.environ.get("CASSCADE_REPO")
+    root = Path(env) if env else Path(__file__).resolve().parents[3]
+    if not (root / "deploy" / "local" / "maven").is_dir():
+        raise RuntimeError(
+            f"{root} is not a casscade checkout (no deploy/local/maven); the local stack runs "
+            "from a source checkout: set CASSCADE_REPO to one"
+        )
+    return root
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    """Everything that varies between two local stacks: state directory, ports, sizes."""
+
+    state_dir: Path
+    kafka_port: int = 9092
+    kafka_controller_port: int = 9093
+    cql_port: int = 9042
+    storage_port: int = 7000
+    jmx_port: int = 7199
+    kafka_heap: str = "512m"
+    cassandra_heap: str = "1024m"
+    # CASSANDRA_4 (5.0's default) writes commit log descriptor version 7; NONE writes 8.
+    storage_compatibility_mode: str = "CASSANDRA_4"
+    commitlog_sync_period: str = "1000ms"
+    commitlog_segment_size: str = "4MiB"
+    cdc_total_space: str = "1024MiB"
+    # None, or a commit log compressor class: LZ4Compressor, SnappyCompressor,
+    # DeflateCompressor, ZstdCompressor.
+    commitlog_compression: str | None = None
+    cluster_name: str = "casscade-local"
+    # Nodes of the ring: node n listens on 127.0.0.n with the same CQL and storage ports,
+    # JMX on jmx_port + n - 1; node 1 is the seed. `node_index` is which node these
+    # settings describe (see node()).
+    nodes: int = 1
+    node_index: int = 1
+    # Jars are shared by every stack of one checkout (the fixture generator runs its own).
+    lib_root: Path | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, state_dir: Path | None = None) -> StackSettings:
+        """Defaults, overridden by CASSCADE_* environment variables."""
+        env = os.environ
+        base = Path(env.get("CASSCADE_STATE_DIR") or (repo_root() / ".casscade"))
+        lib = Path(env.get("CASSCADE_LIB_DIR") or (repo_root() / ".casscade" / "lib"))
+        s = cls(state_dir=(state_dir or base).resolve(), lib_root=lib.resolve())
+        ints = {
+            "kafka_port": "CASSCADE_KAFKA_PORT",
+            "kafka_controller_port": "CASSCADE_KAFKA_CONTROLLER_PORT",
+            "cql_port": "CASSCADE_CQL_PORT",
+            "storage_port": "CASSCADE_STORAGE_PORT",
+            "jmx_port": "CASSCADE_JMX_PORT",
+            "nodes": "CASSCADE_NODES",
+        }
+        changes: dict[str, object] = {
+            attr: int(env[var]) for attr, var in ints.items() if env.get(var)
+        }
+        strs = {
+            "kafka_heap": "CASSCADE_KAFKA_HEAP",
+            "cassandra_heap": "CASSCADE_CASSANDRA_HEAP",
+            "storage_compatibility_mode": "CASSCADE_STORAGE_COMPATIBILITY_MODE",
+        }
+        changes.update({attr: env[var] for attr, var in strs.items() if env.get(var)})
+        return replace(s, **changes)  # type: ignore[arg-type]
+
+    # ---- nodes --------------------------------------------------------------------------
+    def node(self, n: int) -> StackSettings:
+        """The settings of node `n` (1-based) of this ring."""
+        if not 1 <= n <= MAX_NODES:
+            raise ValueError(f"node {n}: nodes are numbered 1 to {MAX_NODES}")
+        return replace(self, node_index=n)
+
+    def all_nodes(self) -> list[StackSettings]:
+        """Settings of every node of the ring, node 1 first."""
+        return [self.node(n) for n in range(1, self.nodes + 1)]
+
+    @property
+    def host(self) -> str:
+        """The loopback address this node binds (127.0.0.n)."""
+        return f"127.0.0.{self.node_index}"
+
+    @property
+    def seed(self) -> str:
+        """The ring's seed: node 1's storage endpoint."""
+        return f"{HOST}:{self.storage_port}"
+
+    @property
+    def node_jmx_port(self) -> int:
+        """This node's JMX port (JMX binds loopback 127.0.0.1 whatever the node's address)."""
+        return self.jmx_port + self.node_index - 1
+
+    # ---- layout -------------------------------------------------------------------------
+    @property
+    def lib_dir(self) -> Path:
+        """Jars resolved from Maven Central, one folder per component."""
+        return self.lib_root or self.state_dir / "lib"
+
+    @property
+    def kafka_dir(self) -> Path:
+        """The broker's config, data, logs and pid file."""
+        return self.state_dir / "kafka"
+
+    @property
+    def cassandra_dir(self) -> Path:
+        """The node's config, data, commitlog, cdc_raw, hints, logs and pid file
+        (node 1: cassandra/, node n: cassandra-n/)."""
+        name = "cassandra" if self.node_index == 1 else f"cassandra-{self.node_index}"
+        return self.state_dir / name
+
+    @property
+    def cdc_raw_dir(self) -> Path:
+        """Where Cassandra hard-links CDC commit log segments and writes `_cdc.idx` files."""
+        return self.cassandra_dir / "cdc_raw"
+
+    @property
+    def commitlog_dir(self) -> Path:
+        """Cassandra's live commit log directory."""
+        return self.cassandra_dir / "commitlog"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Kafka bootstrap address for clients."""
+        return f"{HOST}:{self.kafka_port}"

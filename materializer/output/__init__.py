@@ -1,0 +1,1 @@
+"""Change events as bytes: the Debezium envelope in JSON and Avro, type mapping, registries."""

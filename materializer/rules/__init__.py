@@ -1,0 +1,3 @@
+"""The merge rules: a partition key's state, last-write-wins merge, row images, events.
+
+Pure: no Spark, Kafka, network or file I/O (an import-linter contract holds it)."""

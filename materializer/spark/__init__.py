@@ -1,0 +1,1 @@
+"""The Spark side: the streaming query, the stateful processor, state layout and metrics."""

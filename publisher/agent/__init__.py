@@ -1,0 +1,1 @@
+"""The node agent: follows cdc_raw, splits mutations, publishes, retires segments."""

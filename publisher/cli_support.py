@@ -1,0 +1,31 @@
+"""What the publisher's command groups share: its config and a Cassandra session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from shared.cli_config import load_config
+
+
+def connect(host: str | list[str], port: int, username: str | None = None,
+            password: str | None = None) -> tuple[Any, Any]:
+    """A cassandra-driver cluster and its session, or a ClickException naming the host."""
+    from shared.cql import make_cluster
+
+    cluster = make_cluster([host] if isinstance(host, str) else host, port, username, password)
+    try:
+        return cluster, cluster.connect()
+    except Exception as exc:
+        cluster.shutdown()
+        raise click.ClickException(f"cannot connect to Cassandra at {host}:{port}: {exc}") \
+            from exc
+
+
+def load_publisher_config(config_file: Path | None, overrides: tuple[str, ...]) -> Any:
+    """The publisher's config: YAML file, then CASSCADE_* environment, then --set."""
+    from publisher.settings import PublisherConfig
+
+    return load_config(PublisherConfig, config_file, overrides)

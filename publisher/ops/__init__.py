@@ -1,0 +1,1 @@
+"""Operations commands: flush the CDC tables, the filler-table writer."""

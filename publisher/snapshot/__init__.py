@@ -1,0 +1,1 @@
+"""Bootstrap snapshot: a table's existing rows into its raw topic."""
