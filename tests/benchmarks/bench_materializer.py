@@ -197,8 +197,14 @@ else:
     query = start_pandas(spark, cfg)
 query.awaitTermination()
 assert query.exception() is None, query.exception()
+done = [p for p in query.recentProgress if p["numInputRows"]]
 print("PROGRESS " + json.dumps([(p["numInputRows"], p["durationMs"].get("triggerExecution", 0))
-                                for p in query.recentProgress if p["numInputRows"]]))
+                                for p in done]))
+print("DETAIL " + json.dumps([{"durationMs": p["durationMs"], "operators": [
+    {k: o.get(k) for k in ("operatorName", "numRowsTotal", "numRowsUpdated", "numRowsRemoved",
+                           "allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs",
+                           "memoryUsedBytes", "numRowsDroppedByWatermark", "customMetrics")}
+    for o in p.get("stateOperators", [])]} for p in done]))
 spark.stop()
 """
 
@@ -229,10 +235,11 @@ def _publish(bootstrap: str, prefix: str) -> int:
 
 def _run_job(stack, api: str, cores: int, prefix: str, ckpt: Path, per_batch: int,
              *extra: str, partitions: int | None = None,
-             dedupe_s: int | None = None) -> list[tuple[int, int]]:
+             dedupe_s: int | None = None, details: list | None = None) -> list[tuple[int, int]]:
     """The job over what the raw topics hold now: (rows, ms) of each non-empty batch;
     `partitions`: spark.shuffle_partitions (default: as many as cores); `dedupe_s`:
-    spark.dedupe_window_s (default: the job's own)."""
+    spark.dedupe_window_s (default: the job's own); `details` gets each such batch's
+    durations (ms) and state operators' metrics from Spark's progress report."""
     here = Path(__file__).parent
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), os.getcwd()]),
                BENCH_SHUFFLE=str(partitions or ""),
@@ -241,6 +248,8 @@ def _run_job(stack, api: str, cores: int, prefix: str, ckpt: Path, per_batch: in
                           prefix, str(ckpt), str(per_batch), *extra],
                          env=env, capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
+    if details is not None:
+        details.extend(json.loads(out.stdout.split("DETAIL ", 1)[1].splitlines()[0]))
     return json.loads(out.stdout.split("PROGRESS ", 1)[1].splitlines()[0])
 
 

@@ -83,7 +83,9 @@ def test_bench_rf3_synthetic(stack, tmp_path) -> None:
         assert copies_sent == 3 * changes
         publish_s = time.monotonic() - started
         ckpt = tmp_path / f"ckpt-{prefix}"
-        progress = _run_job(stack, "tws", cores, prefix, ckpt, PER_BATCH, dedupe_s=window)
+        details: list = []
+        progress = _run_job(stack, "tws", cores, prefix, ckpt, PER_BATCH, dedupe_s=window,
+                            details=details)
         assert sum(n for n, _ in progress) == copies_sent
         first, steady = progress[0], progress[1:]
         rows = sum(n for n, _ in steady)
@@ -96,3 +98,26 @@ def test_bench_rf3_synthetic(stack, tmp_path) -> None:
               f"{rows:,} copies in {secs:.1f}s = {logical / secs:,.0f} changes/s "
               f"({logical / secs / cores:,.0f} per core), {rows / secs:,.0f} copies/s "
               f"({rows / secs / cores:,.0f} per core)")
+        print(breakdown(details[1:], cores, logical))
+
+
+def breakdown(batches: list[dict], cores: int, changes: float) -> str:
+    """Where the steady batches' time went, from Spark's progress reports: wall time per
+    phase and state operator, and core time per logical change (wall x cores / changes)."""
+    def total(get) -> float:
+        return sum(get(b) or 0 for b in batches)
+
+    trigger = total(lambda b: b["durationMs"].get("triggerExecution"))
+    add = total(lambda b: b["durationMs"].get("addBatch"))
+    parts = [f"triggerExecution {trigger / 1000:.1f}s", f"addBatch {add / 1000:.1f}s",
+             f"outside addBatch {(trigger - add) / 1000:.1f}s"]
+    names = [o["operatorName"] for o in batches[0]["operators"]] if batches else []
+    for i, name in enumerate(names):
+        upd = total(lambda b, i=i: b["operators"][i]["allUpdatesTimeMs"])
+        rem = total(lambda b, i=i: b["operators"][i]["allRemovalsTimeMs"])
+        com = total(lambda b, i=i: b["operators"][i]["commitTimeMs"])
+        rows = batches[-1]["operators"][i]["numRowsTotal"]
+        parts.append(f"{name}: updates {upd / 1000:.1f}s, removals {rem / 1000:.1f}s, "
+                     f"commit {com / 1000:.1f}s, {rows:,} state rows")
+    per_change = trigger * 1000 * cores / changes if changes else 0.0
+    return f"  breakdown: {'; '.join(parts)}; {per_change:,.0f} us of core time per change"
