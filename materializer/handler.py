@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from materializer.output.avro_envelope import AvroEnvelopeWriter
 from materializer.output.avro_registry import SchemaPublisher
 from materializer.output.envelope import EnvelopeWriter, dumps
+from materializer.output.values import DECIMAL_MODES
 from materializer.rules.clustering import ClusteringOrder
 from materializer.rules.events import Change, KeyProcessor, from_snapshot
 from materializer.rules.image import VisibleForm
@@ -56,7 +57,8 @@ class EventSettings:
     format: str = "json"  # json (Kafka Connect JsonConverter shape) or avro
     schema_registry_url: str | None = None  # avro: Confluent wire format via this registry
     avro_schema_topic: str | None = None  # avro without registry: default <prefix>.avro-schemas
-    varint_mode: str = "long"  # long (int64, as Debezium) or string (exact at any size)
+    varint_mode: str = "string"  # string (exact at any size) or long (int64, as Debezium)
+    decimal_mode: str = "precise"  # precise (VariableScaleDecimal), string or double
 
     def __post_init__(self) -> None:
         if self.format not in ("json", "avro"):
@@ -64,6 +66,9 @@ class EventSettings:
         if self.varint_mode not in ("long", "string"):
             raise ValueError(f"events.varint_mode must be long or string, not "
                              f"{self.varint_mode!r}")
+        if self.decimal_mode not in DECIMAL_MODES:
+            raise ValueError(f"events.decimal_mode must be one of {', '.join(DECIMAL_MODES)}, "
+                             f"not {self.decimal_mode!r}")
 
     @property
     def dlq(self) -> str:
@@ -117,10 +122,10 @@ class _TableVersion:
             if publisher is None:
                 raise ValueError("events.format avro needs a schema publisher")
             self.writer = AvroEnvelopeWriter(table, settings.cluster, self.topic, publisher,
-                                             settings.varint_mode)
+                                             settings.varint_mode, settings.decimal_mode)
         else:
             self.writer = EnvelopeWriter(table, settings.cluster, settings.schemas,
-                                         settings.varint_mode)
+                                         settings.varint_mode, settings.decimal_mode)
 
 
 class KeyHandler:
@@ -242,7 +247,7 @@ class KeyHandler:
                 event_key = w.key(key)
                 event = w.value(op, before, after, source, now_ms)
             except (ValueError, TypeError, OverflowError) as exc:
-                # a value the event format cannot carry (an Avro int64 holding a varint
+                # a value the event format cannot carry (an int64, JSON or Avro, holding a varint
                 # beyond 64 bits): this event to the dead-letter topic, the rest flows on
                 result.outputs.append(self._unencodable(version, key, op, before, after,
                                                         source, exc))

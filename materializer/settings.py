@@ -84,7 +84,12 @@ class EventsSettings:
     # single-object encoding, schemas on avro_schema_topic (default <prefix>.avro-schemas)
     schema_registry_url: str | None = None
     avro_schema_topic: str | None = None
-    varint_mode: str = "long"  # long: int64 as Debezium; string: exact decimal text
+    # string: exact decimal text (the default: varints may exceed 64 bits); long: int64 as
+    # Debezium's Cassandra connector (a value beyond 64 bits goes to the dead-letter topic)
+    varint_mode: str = "string"
+    # precise: exact, Debezium's VariableScaleDecimal struct {scale, value} (a JDBC sink
+    # writes numeric); string: plain decimal text; double: float64 (inexact beyond ~16 digits)
+    decimal_mode: str = "precise"
 
 
 @dataclass

@@ -171,7 +171,7 @@ def avro_as_json(value: Any, schema: dict[str, Any]) -> Any:
     return value
 
 
-def oracle_rows(cql: Any, table: TableSchema, varint: str = "long") -> dict[str, dict]:
+def oracle_rows(cql: Any, table: TableSchema, varint: str = "string") -> dict[str, dict]:
     """`SELECT *` of the table, each row in the events' typed JSON form, by key."""
     types = {c.name: c.type for c in table.columns}
     keys = [c.name for c in (*table.partition_key, *table.clustering)]

@@ -25,8 +25,9 @@ class AvroEnvelopeWriter(EnvelopeWriter):
     """Serializes events of one table version as Avro, to `topic`."""
 
     def __init__(self, table: TableSchema, cluster: str, topic: str,
-                 publisher: SchemaPublisher, varint: str = "long") -> None:
-        super().__init__(table, cluster, schemas=False, varint=varint)
+                 publisher: SchemaPublisher, varint: str = "long",
+                 decimal: str = "precise") -> None:
+        super().__init__(table, cluster, schemas=False, varint=varint, decimal=decimal)
         self.topic = topic
         self.publisher = publisher
 

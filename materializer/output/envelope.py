@@ -36,13 +36,18 @@ def _default(o: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
 
-def dumps(obj: Any) -> bytes:
-    """Compact UTF-8 JSON, bytes as base64."""
+def dumps(obj: Any, wide_ints: bool = True) -> bytes:
+    """Compact UTF-8 JSON, bytes as base64; `wide_ints` False: an integer beyond 64 bits is
+    refused (OverflowError) instead of written exactly."""
     try:
         return orjson.dumps(obj, default=_default, option=orjson.OPT_NON_STR_KEYS)
     except orjson.JSONEncodeError as exc:  # a TypeError
         if _WIDE_INT not in str(exc):
             raise
+        if not wide_ints:
+            # under an int64 schema Kafka's JsonConverter would silently wrap it
+            raise OverflowError("a varint beyond 64 bits cannot be an int64 (set "
+                                "events.varint_mode to string for exact varints)") from exc
         # an integer beyond 64 bits (a varint): orjson refuses it, the standard library
         # writes it exactly (the same JSON otherwise)
         return json.dumps(obj, default=_default, separators=(",", ":"),
@@ -53,12 +58,13 @@ class EnvelopeWriter:
     """Serializes events of one table version."""
 
     def __init__(self, table: TableSchema, cluster: str, schemas: bool,
-                 varint: str = "long") -> None:
+                 varint: str = "long", decimal: str = "precise") -> None:
         self.table = table
         self.cluster = cluster
         self.schemas = schemas
         self.varint = varint  # long (Debezium's default) or string
-        self.rows = RowRenderer(table, varint)
+        self.decimal = decimal  # values.DECIMAL_MODES
+        self.rows = RowRenderer(table, varint, decimal)
         self.name = f"{cluster}.{table.keyspace}.{table.table}"
 
     @cached_property
@@ -66,7 +72,7 @@ class EnvelopeWriter:
         """Connect schema of the key struct."""
         cols = list(self.table.partition_key) + list(self.table.clustering)
         return {"type": "struct", "name": f"{self.name}.Key", "optional": False,
-                "fields": [connect_schema(c.type, c.name, self.varint)
+                "fields": [connect_schema(c.type, c.name, self.varint, self.decimal)
                            | {"optional": c.kind != "partition_key"} for c in cols]}
 
     @cached_property
@@ -75,7 +81,7 @@ class EnvelopeWriter:
         cols = (list(self.table.partition_key) + list(self.table.clustering)
                 + [c for c in self.table.columns if c.kind in ("static", "regular")])
         row = {"type": "struct", "name": f"{self.name}.Value", "optional": True,
-               "fields": [connect_schema(c.type, c.name, self.varint) for c in cols]}
+               "fields": [connect_schema(c.type, c.name, self.varint, self.decimal) for c in cols]}
         source = {"type": "struct", "name": "io.casscade.Source", "optional": False,
                   "field": "source", "fields": [{"type": t, "optional": True, "field": f}
                                                 for f, t in _SOURCE_FIELDS]}
@@ -86,7 +92,8 @@ class EnvelopeWriter:
 
     def key(self, key: dict[str, Any]) -> bytes:
         """Serialized key."""
-        return dumps({"schema": self.key_schema, "payload": key} if self.schemas else key)
+        return dumps({"schema": self.key_schema, "payload": key} if self.schemas else key,
+                     self.varint != "long")
 
     def value(self, op: str, before: dict | None, after: dict | None, source: dict[str, Any],
               ts_ms: int) -> bytes:
@@ -94,7 +101,7 @@ class EnvelopeWriter:
         payload = {"before": before, "after": after, "source": source, "op": op,
                    "ts_ms": ts_ms}
         return dumps({"schema": self.value_schema, "payload": payload} if self.schemas
-                     else payload)
+                     else payload, self.varint != "long")
 
     def source(self, ts_us: int, snapshot: bool = False, **where: Any) -> dict[str, Any]:
         """The `source` block: where and when the change happened."""

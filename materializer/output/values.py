@@ -1,22 +1,34 @@
 """Raw row images → typed column values and their Kafka Connect schemas.
 
 Types follow the Debezium Cassandra connector's mapping: text/ascii/inet/uuid → string,
-tinyint/smallint/int/bigint/counter → int8/16/32/64, varint → int64, float/double → float32/64,
-decimal → float64, blob → bytes, date → int32 days (Connect `Date`), time → int64 ns
-(`io.debezium.time.NanoTime`), timestamp → int64 ms (Connect `Timestamp`), duration → int64 ns
+tinyint/smallint/int/bigint/counter → int8/16/32/64, float/double → float32/64, blob →
+bytes, date → int32 days (Connect `Date`), time → int64 ns (`io.debezium.time.NanoTime`),
+timestamp → int64 ms (Connect `Timestamp`), duration → int64 ns
 (`io.debezium.time.NanoDuration`, a month counted as 30 days), list/set/vector → array,
-map → map, tuple → struct (field1..N), UDT → struct. Values are JSON-ready: bytes stay bytes
-here and become base64 in the JSON envelope (as Kafka Connect's JsonConverter writes them).
+map → map, tuple → struct (field1..N), UDT → struct.
+
+Except for exact numbers, where that connector loses digits. A decimal (float64 there:
+12345678901234.56789 arrives as 12345678901234.568) is `decimal` mode "precise" here, as
+Debezium's relational connectors send a decimal of variable scale: an
+`io.debezium.data.VariableScaleDecimal` struct {scale int32, value bytes: the unscaled value,
+two's complement big-endian}, which Debezium's JDBC sink writes as `numeric`; "string" gives
+its plain text, "double" the float64. A varint is `varint` mode "long" (int64, as there) or
+"string" (exact text; the job's default, events.varint_mode); in "long" mode the envelope
+writers refuse a value beyond 64 bits (the event goes to the dead-letter topic) rather than
+write a number its int64 schema cannot hold.
+
+Values are JSON-ready: bytes stay bytes here and become base64 in the JSON envelope (as
+Kafka Connect's JsonConverter writes them).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import decimal
 import math
 import struct
 import uuid
 from collections.abc import Callable
+from decimal import Decimal as _Decimal
 from typing import Any
 
 from shared import codec
@@ -37,31 +49,40 @@ _LOGICAL = {"date": "org.apache.kafka.connect.data.Date",
             "timestamp": "org.apache.kafka.connect.data.Timestamp",
             "time": "io.debezium.time.NanoTime", "duration": "io.debezium.time.NanoDuration",
             "uuid": "io.debezium.data.Uuid", "timeuuid": "io.debezium.data.Uuid"}
+DECIMAL_MODES = ("precise", "string", "double")
+VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
+_VSD_FIELDS = [{"type": "int32", "optional": False, "field": "scale"},
+               {"type": "bytes", "optional": False, "field": "value"}]
 
 
-def connect_schema(t: CqlType, field: str | None = None, varint: str = "long"
-                   ) -> dict[str, Any]:
+def connect_schema(t: CqlType, field: str | None = None, varint: str = "long",
+                   decimal: str = "precise") -> dict[str, Any]:
     """The Kafka Connect (JsonConverter) schema of a column of type `t`; `varint` "string"
-    carries varints as decimal strings (exact at any size) instead of int64."""
+    carries varints as decimal strings (exact at any size) instead of int64; `decimal` is
+    one of DECIMAL_MODES (see the module doc)."""
     out: dict[str, Any]
-    if t.name == "varint" and varint == "string":
+    if (t.name == "varint" and varint == "string") or (t.name == "decimal"
+                                                         and decimal == "string"):
         out = {"type": "string"}
+    elif t.name == "decimal" and decimal == "precise":
+        out = {"type": "struct", "name": VARIABLE_SCALE_DECIMAL, "version": 1,
+               "fields": [dict(f) for f in _VSD_FIELDS]}
     elif t.name in _SIMPLE:
         out = {"type": _SIMPLE[t.name]}
         if t.name in _LOGICAL:
             out |= {"name": _LOGICAL[t.name], "version": 1}
     elif t.name in ("list", "set", "vector"):
-        out = {"type": "array", "items": connect_schema(t.params[0], None, varint)}
+        out = {"type": "array", "items": connect_schema(t.params[0], None, varint, decimal)}
     elif t.name == "map":
-        out = {"type": "map", "keys": connect_schema(t.params[0], None, varint),
-               "values": connect_schema(t.params[1], None, varint)}
+        out = {"type": "map", "keys": connect_schema(t.params[0], None, varint, decimal),
+               "values": connect_schema(t.params[1], None, varint, decimal)}
     elif t.name == "tuple":
-        out = {"type": "struct", "fields": [connect_schema(p, f"field{i + 1}", varint)
+        out = {"type": "struct", "fields": [connect_schema(p, f"field{i + 1}", varint, decimal)
                                             for i, p in enumerate(t.params)]}
     elif t.name == "udt":
         out = {"type": "struct", "name": f"{t.keyspace}.{t.udt_name}",
-               "fields": [connect_schema(p, f, varint) for f, p in zip(t.field_names, t.params,
-                                                                strict=True)]}
+               "fields": [connect_schema(p, f, varint, decimal)
+                          for f, p in zip(t.field_names, t.params, strict=True)]}
     else:
         out = {"type": "bytes"}  # a type without a mapping travels as its raw bytes
     out["optional"] = True
@@ -70,7 +91,7 @@ def connect_schema(t: CqlType, field: str | None = None, varint: str = "long"
     return out
 
 
-def to_connect(t: CqlType, v: Any, varint: str = "long") -> Any:
+def to_connect(t: CqlType, v: Any, varint: str = "long", decimal: str = "precise") -> Any:
     """A driver-decoded value of type `t` in its Connect form (see the module doc)."""
     if v is None:
         return None
@@ -80,7 +101,7 @@ def to_connect(t: CqlType, v: Any, varint: str = "long") -> Any:
     if n in ("uuid", "timeuuid", "inet"):
         return str(v)
     if n == "decimal":
-        return float(v) if isinstance(v, decimal.Decimal) else v
+        return _decimal(v, decimal)
     if n == "float" or n == "double":
         return v if math.isfinite(v) else None  # JSON has no NaN/Infinity
     if n == "timestamp":
@@ -96,21 +117,40 @@ def to_connect(t: CqlType, v: Any, varint: str = "long") -> Any:
     if n == "duration":
         return (v.months * 30 + v.days) * _NS_PER_DAY + v.nanoseconds
     if n in ("list", "set", "vector"):
-        return [to_connect(t.params[0], x, varint) for x in v]
+        return [to_connect(t.params[0], x, varint, decimal) for x in v]
     if n == "map":
-        pairs = [(to_connect(t.params[0], k, varint), to_connect(t.params[1], x, varint))
+        pairs = [(to_connect(t.params[0], k, varint, decimal),
+                  to_connect(t.params[1], x, varint, decimal))
                  for k, x in v.items()]
         if _SIMPLE.get(t.params[0].name) == "string":
             return dict(pairs)  # JsonConverter: an object for string keys, else pairs
         return [list(p) for p in pairs]
     if n == "tuple":
-        return {f"field{i + 1}": to_connect(p, x, varint)
+        return {f"field{i + 1}": to_connect(p, x, varint, decimal)
                 for i, (p, x) in enumerate(zip(t.params, v, strict=False))}
     if n == "udt":
         return {f: to_connect(p, getattr(v, f, None) if not isinstance(v, dict) else v.get(f),
-                              varint)
+                              varint, decimal)
                 for f, p in zip(t.field_names, t.params, strict=True)}
     return v
+
+
+def _decimal(v: Any, mode: str) -> Any:
+    """A decimal in its Connect form for `mode` (DECIMAL_MODES)."""
+    if not isinstance(v, _Decimal):
+        v = _Decimal(v)
+    if mode == "double":
+        return float(v)
+    if mode == "string":
+        return format(v, "f")  # plain, as Java's toPlainString: no exponent
+    sign, digits, exponent = v.as_tuple()
+    unscaled = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
+    return {"scale": -int(exponent), "value": unscaled_bytes(unscaled)}
+
+
+def unscaled_bytes(n: int) -> bytes:
+    """`n` as Java's BigInteger.toByteArray(): minimal two's complement, big-endian."""
+    return n.to_bytes((n + (n < 0)).bit_length() // 8 + 1, "big", signed=True)
 
 
 def _fast(t: CqlType) -> Callable[[bytes], Any] | None:
@@ -140,9 +180,11 @@ def _finite(x: float) -> float | None:
 class RowRenderer:
     """Turns raw images and keys of one table version into typed dicts."""
 
-    def __init__(self, table: TableSchema, varint: str = "long") -> None:
+    def __init__(self, table: TableSchema, varint: str = "long",
+                 decimal: str = "precise") -> None:
         self.table = table
         self.varint = varint
+        self.decimal = decimal
         self.partition_key = table.partition_key
         self.clustering = table.clustering
         decoders = {c.name: self._decoder(c) for c in table.columns}
@@ -159,15 +201,15 @@ class RowRenderer:
         return c.name, decoders[c.name], c.type.name not in ("text", "ascii", "varchar", "blob")
 
     def _decoder(self, c: ColumnSchema) -> Callable[[Any], Any]:
-        t, varint = c.type, self.varint
+        t, varint, dec = c.type, self.varint, self.decimal
         if t.is_multicell:
-            return lambda cells: to_connect(t, _complex(c, cells), varint)
+            return lambda cells: to_connect(t, _complex(c, cells), varint, dec)
         if t.name == "counter":
             return codec.counter_total
         fast = _fast(t)
         if fast is not None:
             return fast
-        return lambda raw: to_connect(t, codec.decode_value(t, raw), varint)
+        return lambda raw: to_connect(t, codec.decode_value(t, raw), varint, dec)
 
     def key(self, partition_key: bytes, clustering: tuple[bytes | None, ...]) -> dict[str, Any]:
         """Primary key column → value."""

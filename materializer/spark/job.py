@@ -37,7 +37,8 @@ def event_settings(cfg: MaterializerConfig) -> EventSettings:
     e = cfg.events
     return EventSettings(cfg.kafka.topic_prefix, e.cluster, e.schemas, e.tombstones,
                          e.dead_letter_topic, e.partitions, e.replication_factor, e.format,
-                         e.schema_registry_url, e.avro_schema_topic, e.varint_mode)
+                         e.schema_registry_url, e.avro_schema_topic, e.varint_mode,
+                         e.decimal_mode)
 
 
 def archive_plan(cfg: MaterializerConfig) -> class_archive.Plan | None:

@@ -159,7 +159,11 @@ def test_schemas_enabled_envelope_is_jsonconverter_shaped() -> None:
 
 
 @pytest.mark.parametrize(("cql", "expected"), [
-    ("decimal", {"type": "double"}), ("varint", {"type": "int64"}),
+    ("decimal", {"type": "struct", "name": "io.debezium.data.VariableScaleDecimal",
+                 "version": 1, "fields": [{"type": "int32", "optional": False, "field": "scale"},
+                                          {"type": "bytes", "optional": False,
+                                           "field": "value"}]}),
+    ("varint", {"type": "int64"}),
     ("uuid", {"type": "string", "name": "io.debezium.data.Uuid", "version": 1}),
     ("date", {"type": "int32", "name": "org.apache.kafka.connect.data.Date", "version": 1}),
     ("frozen<list<int>>", {"type": "array", "items": {"type": "int32", "optional": True}}),
