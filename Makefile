@@ -9,7 +9,9 @@ STACK  := deploy/local/stack
 $(VENV)/.installed: pyproject.toml deploy/local/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]' -e deploy/local
+	@# setuptools warns on every editable install of a flat layout, whatever the mode
+	@# (lenient, compat and strict each print a boxed BuildBackendWarning): nothing to fix
+	PYTHONWARNINGS=ignore $(PY) -m pip install -q -e '.[dev]' -e deploy/local
 	touch $@
 
 venv: $(VENV)/.installed  ## create .venv with casscade and its dev tools

@@ -66,6 +66,8 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     progress = ProgressMetrics(Registry())
     running: list[Any] = []  # the query, once started (for /health)
     http = _serve(cfg, running, progress)  # first: a taken port fails before Spark starts
+    # a fresh start takes 20-50 s before the first events: say what it is doing meanwhile
+    log.info("starting Spark (the driver JVM)", extra={"master": cfg.spark.master})
     spark, archive = job.open_session(cfg, available_now=available_now)
     spark.sparkContext.setLogLevel("WARN")
     stopping: list[bool] = []
@@ -85,6 +87,8 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     try:
         while True:
             running.append(job.start(spark, cfg, available_now=available_now))
+            log.info("query started; its first micro-batch also starts the Python workers",
+                     extra={"checkpoint": str(cfg.spark.checkpoint)})
             error = _await(running[-1], progress, policy)
             if error is None or stopping:
                 return
@@ -123,6 +127,10 @@ def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy) -> str 
         while not query.awaitTermination(5):
             progress.observe_new(query.recentProgress)
             if progress.batches.get() > batches:
+                if not batches:
+                    log.info("first micro-batch done", extra={
+                        "raw_records": int(progress.input_rows.get()),
+                        "batch_ms": int(progress.batch_ms.get())})
                 batches = progress.batches.get()
                 policy.progressed()
     except StreamingQueryException as exc:  # raised here when the query failed

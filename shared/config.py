@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -127,14 +128,31 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
     return value
 
 
-def to_dict(config: Any) -> dict[str, Any]:
-    """The effective configuration as plain data (for `--print-config` and logs)."""
-    def plain(v: Any) -> Any:
+# Setting names whose values are secrets: never printed (`--print-config`) or logged. Kafka
+# client options are passed through by name (sasl.password, ssl.key.password,
+# sasl.jaas.config, ...), so names are matched, not a list of fields.
+_SECRET_NAME = re.compile(r"password|secret|jaas|token|credential|api[._-]?key|private[._-]?key",
+                          re.I)
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@]*):[^@/]*@", re.I)
+REDACTED = "***"
+
+
+def to_dict(config: Any, redact: bool = True) -> dict[str, Any]:
+    """The effective configuration as plain data (for `--print-config` and logs); with
+    `redact`, every secret is shown as *** (a setting whose name says secret, and the
+    password of a URL's user:password@)."""
+    def plain(v: Any, name: str = "") -> Any:
+        if redact and v not in (None, "") and _SECRET_NAME.search(name):
+            return REDACTED
         if dataclasses.is_dataclass(v):
-            return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+            return {f.name: plain(getattr(v, f.name), f.name) for f in dataclasses.fields(v)}
+        if isinstance(v, Mapping):
+            return {k: plain(x, str(k)) for k, x in v.items()}
         if isinstance(v, Path):
             return str(v)
         if isinstance(v, list | tuple):
-            return [plain(x) for x in v]
+            return [plain(x, name) for x in v]
+        if redact and isinstance(v, str):
+            return _URL_USERINFO.sub(rf"\g<scheme>\g<user>:{REDACTED}@", v)
         return v
     return plain(config)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -49,6 +50,7 @@ WORKLOAD = [
     "DELETE FROM demo.customers WHERE id = 3",
 ]
 CHANGES = 6  # row updates the workload's writes make
+COLUMNS = ["id", "name", "email", "tier", "tags"]
 NODE_PORTS = {"cql_port": 19242, "storage_port": 17200, "jmx_port": 17399}
 
 
@@ -94,12 +96,16 @@ def _pipeline(s: StackSettings, work: Path) -> None:
         for cql in WORKLOAD[2:]:
             print(f"   cql> {cql}")
             session.execute(cql, timeout=60)
-        rows = list(session.execute("SELECT id, name, email, tier, tags FROM demo.customers"))
+        rows = list(session.execute(f"SELECT {', '.join(COLUMNS)} FROM demo.customers"))
     finally:
         cluster.shutdown()
+    # shown as the events show the same values (a null set is null, not [])
     print("   SELECT * now:")
+    print(f"   {'id':8}" + " | ".join(f"{c:17}" for c in COLUMNS[1:]))
     for r in sorted(rows):
-        print(f"     {r.id} | {r.name:6} | {r.email:18} | {r.tier:8} | {sorted(r.tags or [])}")
+        values = [sorted(v) if isinstance(v, set | frozenset) or type(v).__name__ == "SortedSet"
+                  else v for v in r]
+        print(f"   {values[0]!s:8}" + " | ".join(f"{_fmt(v):17}" for v in values[1:]))
 
     print("\n== 3. publisher: a node agent per node follows cdc_raw, publishes row updates")
     agents = [_start_agent(node, work) for node in s.all_nodes()]
@@ -131,9 +137,12 @@ def _pipeline(s: StackSettings, work: Path) -> None:
            "--set", f"spark.checkpoint={work / f'checkpoint-v{STATE_LAYOUT}'}",
            "--set", "log.format=text",
            "--set", "http.port=0"]
-    with (work / "materializer.log").open("ab") as log:
-        code = subprocess.call(cmd, cwd=repo_root(), stdout=log, stderr=subprocess.STDOUT,
+    log_path = work / "materializer.log"
+    start = log_path.stat().st_size if log_path.exists() else 0
+    with log_path.open("ab") as log:
+        job = subprocess.Popen(cmd, cwd=repo_root(), stdout=log, stderr=subprocess.STDOUT,
                                env=_env(s))
+        code = _wait_showing_progress(job, log_path, start)
     if code != 0:
         sys.exit(f"the materializer failed; see {work / 'materializer.log'}")
 
@@ -192,7 +201,7 @@ def _show_events(s: StackSettings, before: dict[int, int]) -> None:
                                                            start=before)
               if m.value() is not None]  # tombstones after deletes carry no event
     events.sort(key=lambda e: (e["source"]["ts_us"], e["source"]["kafka_offset"] or 0))
-    cols = ["id", "name", "email", "tier", "tags"]
+    cols = COLUMNS
     print(f"   {'op':2}  {'row':6}  " + " | ".join(f"{c:17}" for c in cols[1:]))
     for e in events:
         key = (e["after"] or e["before"])["id"]
@@ -202,6 +211,24 @@ def _show_events(s: StackSettings, before: dict[int, int]) -> None:
                   + (f"   id={key}" if label == "before" else ""))
     print(f"   {len(events)} events: " + ", ".join(
         f"{op}={sum(e['op'] == op for e in events)}" for op in "cud"))
+
+
+def _wait_showing_progress(job: subprocess.Popen, log_path: Path, start: int) -> int:
+    """Wait for the job, printing every 5 s how long it has run and its last log line
+    (a fresh start spends 20-50 s in the JVM and the first micro-batch)."""
+    began, shown = time.monotonic(), ""
+    while True:
+        try:
+            return job.wait(5)
+        except subprocess.TimeoutExpired:
+            lines = log_path.read_bytes()[start:].decode(errors="replace").splitlines()
+            # the runner's own lines: "<date> <time> LEVEL casscade.materializer message k=v"
+            steps = [line for line in lines
+                     if re.match(r"\S+ \S+ (INFO|WARNING|ERROR) casscade\.", line)]
+            last = steps[-1].split(" ", 4)[-1][:90] if steps else "starting"
+            if last != shown or int(time.monotonic() - began) % 15 < 5:
+                print(f"   {time.monotonic() - began:4.0f}s  {last}", flush=True)
+                shown = last
 
 
 def _fmt(v: object) -> str:

@@ -90,3 +90,31 @@ def test_metrics_text() -> None:
     assert "\nb 5\n" in text
     with pytest.raises(ValueError):
         r.counter("a_total", "things", ("kind",)).inc(-1, "x")
+
+
+def test_print_config_shows_no_secret(tmp_path: Path) -> None:
+    """Passwords, Kafka client secrets and a URL's password are *** in --print-config; the
+    rest is shown as it is."""
+    import json
+
+    from click.testing import CliRunner
+
+    from casscade.cli import cli
+
+    secrets = ["hunter2", "s3cret-sasl", "jaas-pw", "reg-pw", "key-pw"]
+    out = CliRunner().invoke(cli, [
+        "publisher", "run", "--print-config", "--set", "cassandra.username=casscade",
+        "--set", "cassandra.password=hunter2", "--set", 'kafka.producer={"sasl.password": '
+        '"s3cret-sasl", "sasl.username": "agent", "ssl.key.password": "key-pw", '
+        '"sasl.jaas.config": "ScramLoginModule required password=\\"jaas-pw\\";"}'])
+    assert out.exit_code == 0, out.output
+    assert not [s for s in secrets if s in out.output], out.output
+    cfg = json.loads(out.output)
+    assert cfg["cassandra"] == cfg["cassandra"] | {"username": "casscade", "password": "***"}
+    assert cfg["kafka"]["producer"]["sasl.username"] == "agent"
+    out = CliRunner().invoke(cli, [
+        "materializer", "run", "--print-config", "--set",
+        "events.schema_registry_url=https://reader:reg-pw@registry:8081/apis/ccompat/v7"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["events"]["schema_registry_url"] == \
+        "https://reader:***@registry:8081/apis/ccompat/v7"
