@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from publisher.cli_support import connect, load_publisher_config
+from publisher.cli_support import connect, connect_cassandra, load_publisher_config
 from publisher.commitlog.errors import CommitLogError
 from publisher.commitlog.schema_source import (
     CassandraSchemaSource,
@@ -144,8 +144,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     if cfg.cassandra.schema_file is not None:
         source = FileSchemaSource(cfg.cassandra.schema_file)
     else:
-        cluster, session = connect(cfg.cassandra.contact_points, cfg.cassandra.port,
-                                    cfg.cassandra.username, cfg.cassandra.password)
+        cluster, session = connect_cassandra(cfg.cassandra)
         source = CassandraSchemaSource(session)
     metrics = Registry()
     sink = KafkaSink(cfg.kafka.bootstrap_servers, cfg.kafka.topic_prefix,

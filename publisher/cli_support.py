@@ -29,3 +29,15 @@ def load_publisher_config(config_file: Path | None, overrides: tuple[str, ...]) 
     from publisher.settings import PublisherConfig
 
     return load_config(PublisherConfig, config_file, overrides)
+
+
+def connect_cassandra(c: Any) -> tuple[Any, Any]:
+    """connect() with the `cassandra` section of the publisher's config (its password from
+    the config, the environment or password_file)."""
+    from shared.config import ConfigError
+
+    try:
+        password = c.resolved_password()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    return connect(c.contact_points, c.port, c.username, password)

@@ -6,6 +6,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shared.config import ConfigError
 from shared.http_server import HttpSettings
 from shared.logs import LogSettings
 
@@ -28,8 +29,25 @@ class CassandraSettings:
     contact_points: list[str] = field(default_factory=lambda: ["127.0.0.1"])
     port: int = 9042
     username: str | None = None
-    password: str | None = None
+    password: str | None = None  # better: CASSCADE_CASSANDRA__PASSWORD, or password_file
+    password_file: Path | None = None  # its first line is the password (read at start)
     schema_file: Path | None = None
+
+    def resolved_password(self) -> str | None:
+        """The password: `password`, else the first line of `password_file`."""
+        if self.password_file is None:
+            return self.password
+        if self.password is not None:
+            raise ConfigError("cassandra.password and cassandra.password_file are both set: "
+                              "keep one")
+        try:
+            lines = self.password_file.read_text().splitlines()
+        except OSError as exc:
+            raise ConfigError(f"cassandra.password_file {self.password_file}: "
+                              f"{exc.strerror}") from exc
+        if not lines or not lines[0]:
+            raise ConfigError(f"cassandra.password_file {self.password_file} is empty")
+        return lines[0]
 
 
 @dataclass

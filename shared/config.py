@@ -142,7 +142,8 @@ def to_dict(config: Any, redact: bool = True) -> dict[str, Any]:
     `redact`, every secret is shown as *** (a setting whose name says secret, and the
     password of a URL's user:password@)."""
     def plain(v: Any, name: str = "") -> Any:
-        if redact and v not in (None, "") and _SECRET_NAME.search(name):
+        if (redact and v not in (None, "") and _SECRET_NAME.search(name)
+                and not name.endswith("_file")):  # password_file: a path, not the secret
             return REDACTED
         if dataclasses.is_dataclass(v):
             return {f.name: plain(getattr(v, f.name), f.name) for f in dataclasses.fields(v)}

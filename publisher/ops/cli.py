@@ -27,12 +27,11 @@ def ops() -> None:
 def flush(config_file: Path | None, overrides: tuple[str, ...], nodetool: str) -> None:
     """Flush the memtables of every CDC table on the local node (run from cron or the
     systemd timer in deploy/cron/, CDC datacenter only)."""
-    from publisher.cli_support import connect, load_publisher_config
+    from publisher.cli_support import connect_cassandra, load_publisher_config
     from publisher.ops.flush import flush_cdc_tables
 
     cfg = load_publisher_config(config_file, overrides)
-    cluster, session = connect(cfg.cassandra.contact_points, cfg.cassandra.port,
-                                cfg.cassandra.username, cfg.cassandra.password)
+    cluster, session = connect_cassandra(cfg.cassandra)
     try:
         flushed = flush_cdc_tables(session, nodetool)
     except RuntimeError as exc:
@@ -61,15 +60,14 @@ def filler(config_file: Path | None, overrides: tuple[str, ...], rate: float, bl
     Longest segment fill time = commitlog_segment_size / (rate x blob size); e.g. 32 MiB
     segments at 10 writes/s of 100 KiB: about 33 s.
     """
-    from publisher.cli_support import connect, load_publisher_config
+    from publisher.cli_support import connect_cassandra, load_publisher_config
     from publisher.ops.filler import FillerSettings, ensure_filler_table, run_filler
 
     cfg = load_publisher_config(config_file, overrides)
     s = FillerSettings(datacenter=datacenter or cfg.node.datacenter,
                        replication_factor=replication_factor, rate=rate, blob_kb=blob_kb,
                        ttl_s=ttl_s)
-    cluster, session = connect(cfg.cassandra.contact_points, cfg.cassandra.port,
-                                cfg.cassandra.username, cfg.cassandra.password)
+    cluster, session = connect_cassandra(cfg.cassandra)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

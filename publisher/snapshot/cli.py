@@ -34,7 +34,7 @@ def snapshot(table_name: str, config_file: Path | None, overrides: tuple[str, ..
     arrive through CDC, so there is no gap. Resumable: finished token ranges are recorded in
     the progress file and skipped by a rerun.
     """
-    from publisher.cli_support import connect, load_publisher_config
+    from publisher.cli_support import connect_cassandra, load_publisher_config
     from publisher.commitlog.schema_source import read_system_schema
     from publisher.kafka_sink import KafkaSink
     from publisher.snapshot.snapshot import Snapshot
@@ -45,8 +45,7 @@ def snapshot(table_name: str, config_file: Path | None, overrides: tuple[str, ..
     if "." not in table_name:
         raise click.BadParameter("expected KEYSPACE.TABLE", param_hint="--table")
     keyspace, table = table_name.split(".", 1)
-    cluster, session = connect(cfg.cassandra.contact_points, cfg.cassandra.port,
-                                cfg.cassandra.username, cfg.cassandra.password)
+    cluster, session = connect_cassandra(cfg.cassandra)
     try:
         tables = [t for t in catalog_from_json(read_system_schema(session)).values()
                   if (t.keyspace, t.table) == (keyspace, table)]

@@ -118,3 +118,18 @@ def test_print_config_shows_no_secret(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["events"]["schema_registry_url"] == \
         "https://reader:***@registry:8081/apis/ccompat/v7"
+
+
+def test_the_cassandra_password_can_come_from_a_file(tmp_path: Path) -> None:
+    from publisher.settings import CassandraSettings
+
+    secret = tmp_path / "cassandra.pw"
+    secret.write_text("hunter2\n")
+    assert CassandraSettings(password_file=secret).resolved_password() == "hunter2"
+    assert CassandraSettings(password="inline").resolved_password() == "inline"
+    with pytest.raises(ConfigError, match="both set"):
+        CassandraSettings(password="x", password_file=secret).resolved_password()
+    with pytest.raises(ConfigError, match=r"missing\.pw"):
+        CassandraSettings(password_file=tmp_path / "missing.pw").resolved_password()
+    shown = to_dict(CassandraSettings(password_file=secret))
+    assert shown["password_file"] == str(secret) and shown["password"] is None
