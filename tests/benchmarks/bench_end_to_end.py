@@ -53,9 +53,7 @@ def test_bench_end_to_end_latency(stack, tmp_path) -> None:
     try:
         session = cluster.connect()
         insert = start_latency_table(session, agent)
-        job = start_materializer(materializer_command(
-            stack, agent.prefix, tmp_path / "ckpt", f"spark.trigger_interval_ms={TRIGGER_MS}",
-            f"http.port={HTTP_PORT}", available_now=False), tmp_path / "job.log")
+        job = _start_job(stack, agent.prefix, tmp_path)
         result = _measure(session, insert, stack.bootstrap_servers, f"{agent.prefix}.lat.t")
     finally:
         if job is not None:
@@ -94,9 +92,7 @@ def test_bench_end_to_end_latency_rf3(ring, tmp_path) -> None:
         publishers.start()
         insert = session.prepare(f"INSERT INTO {ks}.t (k, written) VALUES (?, ?)")
         session.execute(insert, (-1, time.time_ns() // 1000))
-        job = start_materializer(materializer_command(
-            ring, prefix, tmp_path / "ckpt", f"spark.trigger_interval_ms={TRIGGER_MS}",
-            f"http.port={HTTP_PORT}", available_now=False), tmp_path / "job.log")
+        job = _start_job(ring, prefix, tmp_path)
         result = _measure(session, insert, ring.bootstrap_servers, f"{prefix}.{ks}.t")
     finally:
         if job is not None:
@@ -104,6 +100,13 @@ def test_bench_end_to_end_latency_rf3(ring, tmp_path) -> None:
         publishers.stop()
         cluster.shutdown()
     _report("three nodes at RF=3, a publisher each", *result)
+
+
+def _start_job(stack: Any, prefix: str, tmp_path: Path) -> Any:
+    """The materializer following `prefix`'s raw topics, triggered every TRIGGER_MS."""
+    return start_materializer(materializer_command(
+        stack, prefix, tmp_path / "ckpt", f"spark.trigger_interval_ms={TRIGGER_MS}",
+        f"http.port={HTTP_PORT}", available_now=False), tmp_path / "job.log")
 
 
 def _measure(session: Any, insert: Any, bootstrap: str, topic: str
