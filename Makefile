@@ -9,8 +9,8 @@ STACK  := deploy/local/stack
 $(VENV)/.installed: pyproject.toml deploy/local/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	@# setuptools warns on every editable install of a flat layout, whatever the mode
-	@# (lenient, compat and strict each print a boxed BuildBackendWarning): nothing to fix
+	@# setuptools warns on every editable install of a flat layout, whatever the mode (a boxed
+	@# BuildBackendWarning: seen for the default and compat modes; strict's is in its source)
 	PYTHONWARNINGS=ignore $(PY) -m pip install -q -e '.[dev]' -e deploy/local
 	touch $@
 

@@ -7,6 +7,7 @@ installed without the dev tooling simply has no `dev` group.
 
 from __future__ import annotations
 
+import functools
 from importlib.metadata import entry_points
 
 import click
@@ -19,7 +20,10 @@ ORDER = ("publisher", "materializer", "snapshot", "ops", "dev")
 class _Root(click.Group):
     """Loads each installed command group when it is first asked for."""
 
-    def _points(self) -> dict:
+    @staticmethod
+    @functools.cache
+    def _points() -> dict:
+        # read once per process: --help asks for every group, each lookup would scan metadata
         return {ep.name: ep for ep in entry_points(group=ENTRY_POINTS)}
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from materializer.output.avro_envelope import AvroEnvelopeWriter
 from materializer.output.avro_registry import SchemaPublisher
 from materializer.output.envelope import EnvelopeWriter, dumps
-from materializer.output.values import DECIMAL_MODES
+from materializer.output.values import DECIMAL, DECIMAL_MODES, VARINT, VARINT_MODES
 from materializer.rules.clustering import ClusteringOrder
 from materializer.rules.events import Change, KeyProcessor, from_snapshot
 from materializer.rules.image import VisibleForm
@@ -57,13 +57,13 @@ class EventSettings:
     format: str = "json"  # json (Kafka Connect JsonConverter shape) or avro
     schema_registry_url: str | None = None  # avro: Confluent wire format via this registry
     avro_schema_topic: str | None = None  # avro without registry: default <prefix>.avro-schemas
-    varint_mode: str = "string"  # string (exact at any size) or long (int64, as Debezium)
-    decimal_mode: str = "precise"  # precise (VariableScaleDecimal), string or double
+    varint_mode: str = VARINT  # string (exact at any size) or long (int64, as Debezium)
+    decimal_mode: str = DECIMAL  # precise (VariableScaleDecimal), string or double
 
     def __post_init__(self) -> None:
         if self.format not in ("json", "avro"):
             raise ValueError(f"events.format must be json or avro, not {self.format!r}")
-        if self.varint_mode not in ("long", "string"):
+        if self.varint_mode not in VARINT_MODES:
             raise ValueError(f"events.varint_mode must be long or string, not "
                              f"{self.varint_mode!r}")
         if self.decimal_mode not in DECIMAL_MODES:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from materializer.output.values import DECIMAL, VARINT
 from shared.http_server import HttpSettings
 from shared.logs import LogSettings
 
@@ -86,10 +87,10 @@ class EventsSettings:
     avro_schema_topic: str | None = None
     # string: exact decimal text (the default: varints may exceed 64 bits); long: int64 as
     # Debezium's Cassandra connector (a value beyond 64 bits goes to the dead-letter topic)
-    varint_mode: str = "string"
+    varint_mode: str = VARINT
     # precise: exact, Debezium's VariableScaleDecimal struct {scale, value} (a JDBC sink
     # writes numeric); string: plain decimal text; double: float64 (inexact beyond ~16 digits)
-    decimal_mode: str = "precise"
+    decimal_mode: str = DECIMAL
 
 
 @dataclass

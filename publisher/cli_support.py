@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from shared.cli_config import load_config
+
+if TYPE_CHECKING:
+    from publisher.settings import CassandraSettings
 
 
 def connect(host: str | list[str], port: int, username: str | None = None,
@@ -31,7 +34,7 @@ def load_publisher_config(config_file: Path | None, overrides: tuple[str, ...]) 
     return load_config(PublisherConfig, config_file, overrides)
 
 
-def connect_cassandra(c: Any) -> tuple[Any, Any]:
+def connect_cassandra(c: CassandraSettings) -> tuple[Any, Any]:
     """connect() with the `cassandra` section of the publisher's config (its password from
     the config, the environment or password_file)."""
     from shared.config import ConfigError

@@ -26,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import yaml
+from cassandra.util import SortedSet
 from confluent_kafka import Consumer, TopicPartition
 
 from devstack import cassandra, stack
@@ -103,8 +104,7 @@ def _pipeline(s: StackSettings, work: Path) -> None:
     print("   SELECT * now:")
     print(f"   {'id':8}" + " | ".join(f"{c:17}" for c in COLUMNS[1:]))
     for r in sorted(rows):
-        values = [sorted(v) if isinstance(v, set | frozenset) or type(v).__name__ == "SortedSet"
-                  else v for v in r]
+        values = [sorted(v) if isinstance(v, set | frozenset | SortedSet) else v for v in r]
         print(f"   {values[0]!s:8}" + " | ".join(f"{_fmt(v):17}" for v in values[1:]))
 
     print("\n== 3. publisher: a node agent per node follows cdc_raw, publishes row updates")
@@ -201,12 +201,11 @@ def _show_events(s: StackSettings, before: dict[int, int]) -> None:
                                                            start=before)
               if m.value() is not None]  # tombstones after deletes carry no event
     events.sort(key=lambda e: (e["source"]["ts_us"], e["source"]["kafka_offset"] or 0))
-    cols = COLUMNS
-    print(f"   {'op':2}  {'row':6}  " + " | ".join(f"{c:17}" for c in cols[1:]))
+    print(f"   {'op':2}  {'row':6}  " + " | ".join(f"{c:17}" for c in COLUMNS[1:]))
     for e in events:
         key = (e["after"] or e["before"])["id"]
         for label, image in (("before", e["before"]), ("after", e["after"])):
-            cells = " | ".join(f"{_fmt(image[c]) if image else '-':17}" for c in cols[1:])
+            cells = " | ".join(f"{_fmt(image[c]) if image else '-':17}" for c in COLUMNS[1:])
             print(f"   {e['op'] if label == 'before' else '':2}  {label:6}  {cells}"
                   + (f"   id={key}" if label == "before" else ""))
     print(f"   {len(events)} events: " + ", ".join(

@@ -18,6 +18,7 @@ from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from materializer.output.avro_registry import CONFLUENT_MAGIC, SINGLE_OBJECT_MAGIC, SchemaPublisher
 from materializer.output.avro_schema import to_avro_schema, value_converter
 from materializer.output.envelope import EnvelopeWriter
+from materializer.output.values import DECIMAL, VARINT
 from shared.schema import TableSchema
 
 
@@ -25,8 +26,8 @@ class AvroEnvelopeWriter(EnvelopeWriter):
     """Serializes events of one table version as Avro, to `topic`."""
 
     def __init__(self, table: TableSchema, cluster: str, topic: str,
-                 publisher: SchemaPublisher, varint: str = "long",
-                 decimal: str = "precise") -> None:
+                 publisher: SchemaPublisher, varint: str = VARINT,
+                 decimal: str = DECIMAL) -> None:
         super().__init__(table, cluster, schemas=False, varint=varint, decimal=decimal)
         self.topic = topic
         self.publisher = publisher

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from materializer.output.values import RowRenderer, connect_schema
+from materializer.output.values import DECIMAL, VARINT, RowRenderer, connect_schema
 from shared.schema import TableSchema
 
 CONNECTOR = "casscade"
@@ -58,11 +58,11 @@ class EnvelopeWriter:
     """Serializes events of one table version."""
 
     def __init__(self, table: TableSchema, cluster: str, schemas: bool,
-                 varint: str = "long", decimal: str = "precise") -> None:
+                 varint: str = VARINT, decimal: str = DECIMAL) -> None:
         self.table = table
         self.cluster = cluster
         self.schemas = schemas
-        self.varint = varint  # long (Debezium's default) or string
+        self.varint = varint  # values.VARINT_MODES
         self.decimal = decimal  # values.DECIMAL_MODES
         self.rows = RowRenderer(table, varint, decimal)
         self.name = f"{cluster}.{table.keyspace}.{table.table}"

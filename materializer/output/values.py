@@ -28,7 +28,6 @@ import math
 import struct
 import uuid
 from collections.abc import Callable
-from decimal import Decimal as _Decimal
 from typing import Any
 
 from shared import codec
@@ -49,14 +48,18 @@ _LOGICAL = {"date": "org.apache.kafka.connect.data.Date",
             "timestamp": "org.apache.kafka.connect.data.Timestamp",
             "time": "io.debezium.time.NanoTime", "duration": "io.debezium.time.NanoDuration",
             "uuid": "io.debezium.data.Uuid", "timeuuid": "io.debezium.data.Uuid"}
+# How exact numbers travel (the module doc); the first of each is the default, shared by
+# the job's settings and every writer here.
 DECIMAL_MODES = ("precise", "string", "double")
+VARINT_MODES = ("string", "long")
+DECIMAL, VARINT = DECIMAL_MODES[0], VARINT_MODES[0]
 VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
 _VSD_FIELDS = [{"type": "int32", "optional": False, "field": "scale"},
                {"type": "bytes", "optional": False, "field": "value"}]
 
 
-def connect_schema(t: CqlType, field: str | None = None, varint: str = "long",
-                   decimal: str = "precise") -> dict[str, Any]:
+def connect_schema(t: CqlType, field: str | None = None, varint: str = VARINT,
+                   decimal: str = DECIMAL) -> dict[str, Any]:
     """The Kafka Connect (JsonConverter) schema of a column of type `t`; `varint` "string"
     carries varints as decimal strings (exact at any size) instead of int64; `decimal` is
     one of DECIMAL_MODES (see the module doc)."""
@@ -91,7 +94,7 @@ def connect_schema(t: CqlType, field: str | None = None, varint: str = "long",
     return out
 
 
-def to_connect(t: CqlType, v: Any, varint: str = "long", decimal: str = "precise") -> Any:
+def to_connect(t: CqlType, v: Any, varint: str = VARINT, decimal: str = DECIMAL) -> Any:
     """A driver-decoded value of type `t` in its Connect form (see the module doc)."""
     if v is None:
         return None
@@ -136,9 +139,7 @@ def to_connect(t: CqlType, v: Any, varint: str = "long", decimal: str = "precise
 
 
 def _decimal(v: Any, mode: str) -> Any:
-    """A decimal in its Connect form for `mode` (DECIMAL_MODES)."""
-    if not isinstance(v, _Decimal):
-        v = _Decimal(v)
+    """A decimal (the driver's Decimal) in its Connect form for `mode` (DECIMAL_MODES)."""
     if mode == "double":
         return float(v)
     if mode == "string":
@@ -180,8 +181,8 @@ def _finite(x: float) -> float | None:
 class RowRenderer:
     """Turns raw images and keys of one table version into typed dicts."""
 
-    def __init__(self, table: TableSchema, varint: str = "long",
-                 decimal: str = "precise") -> None:
+    def __init__(self, table: TableSchema, varint: str = VARINT,
+                 decimal: str = DECIMAL) -> None:
         self.table = table
         self.varint = varint
         self.decimal = decimal
