@@ -19,10 +19,10 @@ from typing import Any, Protocol
 from materializer.output.avro_envelope import AvroEnvelopeWriter
 from materializer.output.avro_registry import SchemaPublisher
 from materializer.output.envelope import EnvelopeWriter, dumps
-from materializer.output.values import DECIMAL, DECIMAL_MODES, VARINT, VARINT_MODES
+from materializer.output.values import MODES, ValueModes
 from materializer.rules.clustering import ClusteringOrder
 from materializer.rules.events import Change, KeyProcessor, from_snapshot
-from materializer.rules.image import VisibleForm
+from materializer.rules.image import STATIC_ONLY, VisibleForm
 from materializer.rules.merge import Merger
 from materializer.rules.model import PartitionState
 from materializer.rules.pages import DEFAULT_PAGE_ROWS, PageWrites, attach, pages_to_load, store
@@ -43,6 +43,10 @@ class Schemas(Protocol):
     def get(self, schema_hash: str) -> TableSchema: ...
 
 
+STATIC_ONLY_MODES = ("emit", "skip")
+STATIC_ONLY_EMIT = STATIC_ONLY_MODES[0]
+
+
 @dataclass(frozen=True)
 class EventSettings:
     """How events are named and shaped."""
@@ -57,18 +61,17 @@ class EventSettings:
     format: str = "json"  # json (Kafka Connect JsonConverter shape) or avro
     schema_registry_url: str | None = None  # avro: Confluent wire format via this registry
     avro_schema_topic: str | None = None  # avro without registry: default <prefix>.avro-schemas
-    varint_mode: str = VARINT  # string (exact at any size) or long (int64, as Debezium)
-    decimal_mode: str = DECIMAL  # precise (VariableScaleDecimal), string or double
+    modes: ValueModes = MODES  # varint, decimal and struct forms (output.values)
+    # emit: a partition with static data and no rows is a row with null clustering columns,
+    # as SELECT shows it; skip: no events for it (a relational sink's primary key is NOT NULL)
+    static_only_rows: str = STATIC_ONLY_EMIT
 
     def __post_init__(self) -> None:
         if self.format not in ("json", "avro"):
             raise ValueError(f"events.format must be json or avro, not {self.format!r}")
-        if self.varint_mode not in VARINT_MODES:
-            raise ValueError(f"events.varint_mode must be long or string, not "
-                             f"{self.varint_mode!r}")
-        if self.decimal_mode not in DECIMAL_MODES:
-            raise ValueError(f"events.decimal_mode must be one of {', '.join(DECIMAL_MODES)}, "
-                             f"not {self.decimal_mode!r}")
+        if self.static_only_rows not in STATIC_ONLY_MODES:
+            raise ValueError(f"events.static_only_rows must be one of "
+                             f"{', '.join(STATIC_ONLY_MODES)}, not {self.static_only_rows!r}")
 
     @property
     def dlq(self) -> str:
@@ -122,10 +125,13 @@ class _TableVersion:
             if publisher is None:
                 raise ValueError("events.format avro needs a schema publisher")
             self.writer = AvroEnvelopeWriter(table, settings.cluster, self.topic, publisher,
-                                             settings.varint_mode, settings.decimal_mode)
+                                             settings.modes)
         else:
             self.writer = EnvelopeWriter(table, settings.cluster, settings.schemas,
-                                         settings.varint_mode, settings.decimal_mode)
+                                         settings.modes)
+        # skip static-only rows: only a table with clustering columns has them
+        self.skip_static_only = (settings.static_only_rows == "skip"
+                                 and bool(table.clustering))
 
 
 class KeyHandler:
@@ -237,6 +243,8 @@ class KeyHandler:
                 now_ms: int, result: Result) -> None:
         w = version.writer
         for ch in changes:
+            if version.skip_static_only and ch.clustering == STATIC_ONLY:
+                continue
             key = w.rows.key(partition_key, ch.clustering)
             source = self._source(w, ch)
             op = ch.op

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from materializer.output.values import DECIMAL, VARINT
+from materializer.handler import STATIC_ONLY_EMIT
+from materializer.output.values import DECIMAL, MAPS, STRUCTS, VARINT
 from shared.http_server import HttpSettings
 from shared.logs import LogSettings
 
@@ -91,6 +92,17 @@ class EventsSettings:
     # precise: exact, Debezium's VariableScaleDecimal struct {scale, value} (a JDBC sink
     # writes numeric); string: plain decimal text; double: float64 (inexact beyond ~16 digits)
     decimal_mode: str = DECIMAL
+    # struct: a tuple or UDT is a Connect struct (named); json: its JSON text under
+    # io.debezium.data.Json (Debezium's JDBC sink has no column type for a struct; it writes
+    # this as json)
+    struct_mode: str = STRUCTS
+    # map: a Connect map; json: its JSON text under io.debezium.data.Json (Debezium's JDBC
+    # sink writes a map as PostgreSQL hstore: text only, and it fails on a double quote)
+    map_mode: str = MAPS
+    # emit: a partition with static values and no rows is a row with null clustering
+    # columns, as SELECT shows it; skip: no events for such rows (a relational sink makes
+    # the clustering columns part of a NOT NULL primary key)
+    static_only_rows: str = STATIC_ONLY_EMIT
 
 
 @dataclass

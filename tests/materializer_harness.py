@@ -21,7 +21,7 @@ from reference import copy_synced_segments, settled_offsets
 
 from devstack.settings import StackSettings, repo_root
 from materializer.output.envelope import dumps
-from materializer.output.values import to_connect
+from materializer.output.values import MODES, ValueModes, to_connect
 from publisher.agent.agent import Agent
 from publisher.agent.offset_store import OffsetStore, SegmentState
 from publisher.commitlog.schema_source import CassandraSchemaSource
@@ -171,14 +171,14 @@ def avro_as_json(value: Any, schema: dict[str, Any]) -> Any:
     return value
 
 
-def oracle_rows(cql: Any, table: TableSchema, varint: str = "string") -> dict[str, dict]:
+def oracle_rows(cql: Any, table: TableSchema, modes: ValueModes = MODES) -> dict[str, dict]:
     """`SELECT *` of the table, each row in the events' typed JSON form, by key."""
     types = {c.name: c.type for c in table.columns}
     keys = [c.name for c in (*table.partition_key, *table.clustering)]
     out = {}
     for row in cql.execute(f"SELECT * FROM {table.keyspace}.{table.table}"):
         d = row._asdict()
-        typed = {name: to_connect(types[name], d[name], varint) for name in types}
+        typed = {name: to_connect(types[name], d[name], modes) for name in types}
         # through the same JSON as events (bytes → base64, tuples → lists)
         typed = json.loads(dumps(typed))
         out[canonical({k: typed[k] for k in keys})] = typed

@@ -18,7 +18,7 @@ from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from materializer.output.avro_registry import CONFLUENT_MAGIC, SINGLE_OBJECT_MAGIC, SchemaPublisher
 from materializer.output.avro_schema import to_avro_schema, value_converter
 from materializer.output.envelope import EnvelopeWriter
-from materializer.output.values import DECIMAL, VARINT
+from materializer.output.values import MODES, ValueModes
 from shared.schema import TableSchema
 
 
@@ -26,9 +26,8 @@ class AvroEnvelopeWriter(EnvelopeWriter):
     """Serializes events of one table version as Avro, to `topic`."""
 
     def __init__(self, table: TableSchema, cluster: str, topic: str,
-                 publisher: SchemaPublisher, varint: str = VARINT,
-                 decimal: str = DECIMAL) -> None:
-        super().__init__(table, cluster, schemas=False, varint=varint, decimal=decimal)
+                 publisher: SchemaPublisher, modes: ValueModes = MODES) -> None:
+        super().__init__(table, cluster, schemas=False, modes=modes)
         self.topic = topic
         self.publisher = publisher
 

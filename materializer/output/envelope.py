@@ -7,14 +7,19 @@ JsonConverter does with schemas.enable=true, so Connect sinks can read the topic
 
 from __future__ import annotations
 
-import base64
 import json
 from functools import cached_property
 from typing import Any
 
 import orjson
 
-from materializer.output.values import DECIMAL, VARINT, RowRenderer, connect_schema
+from materializer.output.values import (
+    MODES,
+    RowRenderer,
+    ValueModes,
+    connect_schema,
+    json_default,
+)
 from shared.schema import TableSchema
 
 CONNECTOR = "casscade"
@@ -30,17 +35,11 @@ _SOURCE_FIELDS = [("version", "string"), ("connector", "string"), ("name", "stri
 _WIDE_INT = "Integer exceeds 64-bit range"
 
 
-def _default(o: Any) -> Any:
-    if isinstance(o, bytes | bytearray):
-        return base64.b64encode(o).decode()  # JsonConverter's form of Connect bytes
-    raise TypeError(f"not JSON serializable: {type(o).__name__}")
-
-
 def dumps(obj: Any, wide_ints: bool = True) -> bytes:
     """Compact UTF-8 JSON, bytes as base64; `wide_ints` False: an integer beyond 64 bits is
     refused (OverflowError) instead of written exactly."""
     try:
-        return orjson.dumps(obj, default=_default, option=orjson.OPT_NON_STR_KEYS)
+        return orjson.dumps(obj, default=json_default, option=orjson.OPT_NON_STR_KEYS)
     except orjson.JSONEncodeError as exc:  # a TypeError
         if _WIDE_INT not in str(exc):
             raise
@@ -50,7 +49,7 @@ def dumps(obj: Any, wide_ints: bool = True) -> bytes:
                                 "events.varint_mode to string for exact varints)") from exc
         # an integer beyond 64 bits (a varint): orjson refuses it, the standard library
         # writes it exactly (the same JSON otherwise)
-        return json.dumps(obj, default=_default, separators=(",", ":"),
+        return json.dumps(obj, default=json_default, separators=(",", ":"),
                           ensure_ascii=False).encode()
 
 
@@ -58,13 +57,12 @@ class EnvelopeWriter:
     """Serializes events of one table version."""
 
     def __init__(self, table: TableSchema, cluster: str, schemas: bool,
-                 varint: str = VARINT, decimal: str = DECIMAL) -> None:
+                 modes: ValueModes = MODES) -> None:
         self.table = table
         self.cluster = cluster
         self.schemas = schemas
-        self.varint = varint  # values.VARINT_MODES
-        self.decimal = decimal  # values.DECIMAL_MODES
-        self.rows = RowRenderer(table, varint, decimal)
+        self.modes = modes
+        self.rows = RowRenderer(table, modes)
         self.name = f"{cluster}.{table.keyspace}.{table.table}"
 
     @cached_property
@@ -72,7 +70,7 @@ class EnvelopeWriter:
         """Connect schema of the key struct."""
         cols = list(self.table.partition_key) + list(self.table.clustering)
         return {"type": "struct", "name": f"{self.name}.Key", "optional": False,
-                "fields": [connect_schema(c.type, c.name, self.varint, self.decimal)
+                "fields": [connect_schema(c.type, c.name, self.modes)
                            | {"optional": c.kind != "partition_key"} for c in cols]}
 
     @cached_property
@@ -81,7 +79,7 @@ class EnvelopeWriter:
         cols = (list(self.table.partition_key) + list(self.table.clustering)
                 + [c for c in self.table.columns if c.kind in ("static", "regular")])
         row = {"type": "struct", "name": f"{self.name}.Value", "optional": True,
-               "fields": [connect_schema(c.type, c.name, self.varint, self.decimal) for c in cols]}
+               "fields": [connect_schema(c.type, c.name, self.modes) for c in cols]}
         source = {"type": "struct", "name": "io.casscade.Source", "optional": False,
                   "field": "source", "fields": [{"type": t, "optional": True, "field": f}
                                                 for f, t in _SOURCE_FIELDS]}
@@ -93,7 +91,7 @@ class EnvelopeWriter:
     def key(self, key: dict[str, Any]) -> bytes:
         """Serialized key."""
         return dumps({"schema": self.key_schema, "payload": key} if self.schemas else key,
-                     self.varint != "long")
+                     self.modes.varint != "long")
 
     def value(self, op: str, before: dict | None, after: dict | None, source: dict[str, Any],
               ts_ms: int) -> bytes:
@@ -101,7 +99,7 @@ class EnvelopeWriter:
         payload = {"before": before, "after": after, "source": source, "op": op,
                    "ts_ms": ts_ms}
         return dumps({"schema": self.value_schema, "payload": payload} if self.schemas
-                     else payload, self.varint != "long")
+                     else payload, self.modes.varint != "long")
 
     def source(self, ts_us: int, snapshot: bool = False, **where: Any) -> dict[str, Any]:
         """The `source` block: where and when the change happened."""

@@ -5,7 +5,14 @@ tinyint/smallint/int/bigint/counter → int8/16/32/64, float/double → float32/
 bytes, date → int32 days (Connect `Date`), time → int64 ns (`io.debezium.time.NanoTime`),
 timestamp → int64 ms (Connect `Timestamp`), duration → int64 ns
 (`io.debezium.time.NanoDuration`, a month counted as 30 days), list/set/vector → array,
-map → map, tuple → struct (field1..N), UDT → struct.
+map → map, tuple → struct (field1..N, named `io.casscade.Tuple_<types>`), UDT → struct
+(named `<keyspace>.<type>`). `structs` mode "json" sends a tuple or UDT instead as its JSON
+text under Debezium's `io.debezium.data.Json` name, which Debezium's JDBC sink writes as a
+`json` column (it has no column type for a struct). `maps` mode "json" does the same for a
+map: that sink writes a Connect map as PostgreSQL `hstore`, which needs the hstore extension,
+keeps only text, and (3.4.3) fails on a key or value holding a double quote. Inside JSON text
+decimals and varints are plain strings. A map with keys that are not strings is, in JSON
+text as in Connect JSON, a list of [key, value] pairs.
 
 Except for exact numbers, where that connector loses digits. A decimal (float64 there:
 12345678901234.56789 arrives as 12345678901234.568) is `decimal` mode "precise" here, as
@@ -23,11 +30,15 @@ Kafka Connect's JsonConverter writes them).
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import json
 import math
+import re
 import struct
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from shared import codec
@@ -52,21 +63,59 @@ _LOGICAL = {"date": "org.apache.kafka.connect.data.Date",
 # the job's settings and every writer here.
 DECIMAL_MODES = ("precise", "string", "double")
 VARINT_MODES = ("string", "long")
+STRUCT_MODES = ("struct", "json")
+MAP_MODES = ("map", "json")
 DECIMAL, VARINT = DECIMAL_MODES[0], VARINT_MODES[0]
+STRUCTS, MAPS = STRUCT_MODES[0], MAP_MODES[0]
+JSON_NAME = "io.debezium.data.Json"
 VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
 _VSD_FIELDS = [{"type": "int32", "optional": False, "field": "scale"},
                {"type": "bytes", "optional": False, "field": "value"}]
 
 
-def connect_schema(t: CqlType, field: str | None = None, varint: str = VARINT,
-                   decimal: str = DECIMAL) -> dict[str, Any]:
-    """The Kafka Connect (JsonConverter) schema of a column of type `t`; `varint` "string"
-    carries varints as decimal strings (exact at any size) instead of int64; `decimal` is
-    one of DECIMAL_MODES (see the module doc)."""
+@dataclass(frozen=True)
+class ValueModes:
+    """How the values with more than one sensible Connect form travel (the module doc)."""
+
+    varint: str = VARINT  # VARINT_MODES
+    decimal: str = DECIMAL  # DECIMAL_MODES
+    structs: str = STRUCTS  # STRUCT_MODES
+    maps: str = MAPS  # MAP_MODES
+
+    def __post_init__(self) -> None:
+        for what, value, allowed in (("varint_mode", self.varint, VARINT_MODES),
+                                     ("decimal_mode", self.decimal, DECIMAL_MODES),
+                                     ("struct_mode", self.structs, STRUCT_MODES),
+                                     ("map_mode", self.maps, MAP_MODES)):
+            if value not in allowed:
+                raise ValueError(f"events.{what} must be one of {', '.join(allowed)}, "
+                                 f"not {value!r}")
+
+
+MODES = ValueModes()
+# Inside a struct sent as JSON text, exact numbers are plain strings: readable in a json
+# column, and nothing there reads a schema.
+_IN_JSON = ValueModes(varint="string", decimal="string")
+
+
+def tuple_name(t: CqlType) -> str:
+    """The Connect schema name of a tuple type: one name per tuple type, so an Avro schema
+    built from it reuses a record only for the same tuple."""
+    return "io.casscade.Tuple_" + "_".join(re.sub(r"\W+", "_", p.cql()).strip("_")
+                                           for p in t.params)
+
+
+def connect_schema(t: CqlType, field: str | None = None,
+                   modes: ValueModes = MODES) -> dict[str, Any]:
+    """The Kafka Connect (JsonConverter) schema of a column of type `t` with `modes` (the
+    module doc)."""
     out: dict[str, Any]
+    varint, decimal = modes.varint, modes.decimal
     if (t.name == "varint" and varint == "string") or (t.name == "decimal"
                                                          and decimal == "string"):
         out = {"type": "string"}
+    elif _as_json(t, modes):
+        out = {"type": "string", "name": JSON_NAME, "version": 1}
     elif t.name == "decimal" and decimal == "precise":
         out = {"type": "struct", "name": VARIABLE_SCALE_DECIMAL, "version": 1,
                "fields": [dict(f) for f in _VSD_FIELDS]}
@@ -75,16 +124,17 @@ def connect_schema(t: CqlType, field: str | None = None, varint: str = VARINT,
         if t.name in _LOGICAL:
             out |= {"name": _LOGICAL[t.name], "version": 1}
     elif t.name in ("list", "set", "vector"):
-        out = {"type": "array", "items": connect_schema(t.params[0], None, varint, decimal)}
+        out = {"type": "array", "items": connect_schema(t.params[0], None, modes)}
     elif t.name == "map":
-        out = {"type": "map", "keys": connect_schema(t.params[0], None, varint, decimal),
-               "values": connect_schema(t.params[1], None, varint, decimal)}
+        out = {"type": "map", "keys": connect_schema(t.params[0], None, modes),
+               "values": connect_schema(t.params[1], None, modes)}
     elif t.name == "tuple":
-        out = {"type": "struct", "fields": [connect_schema(p, f"field{i + 1}", varint, decimal)
-                                            for i, p in enumerate(t.params)]}
+        out = {"type": "struct", "name": tuple_name(t),
+               "fields": [connect_schema(p, f"field{i + 1}", modes)
+                          for i, p in enumerate(t.params)]}
     elif t.name == "udt":
         out = {"type": "struct", "name": f"{t.keyspace}.{t.udt_name}",
-               "fields": [connect_schema(p, f, varint, decimal)
+               "fields": [connect_schema(p, f, modes)
                           for f, p in zip(t.field_names, t.params, strict=True)]}
     else:
         out = {"type": "bytes"}  # a type without a mapping travels as its raw bytes
@@ -94,17 +144,20 @@ def connect_schema(t: CqlType, field: str | None = None, varint: str = VARINT,
     return out
 
 
-def to_connect(t: CqlType, v: Any, varint: str = VARINT, decimal: str = DECIMAL) -> Any:
-    """A driver-decoded value of type `t` in its Connect form (see the module doc)."""
+def to_connect(t: CqlType, v: Any, modes: ValueModes = MODES) -> Any:
+    """A driver-decoded value of type `t` in its Connect form for `modes` (the module
+    doc)."""
     if v is None:
         return None
     n = t.name
+    if _as_json(t, modes):
+        return json_text(to_connect(t, v, _IN_JSON))
     if n == "varint":
-        return str(v) if varint == "string" else v
+        return str(v) if modes.varint == "string" else v
     if n in ("uuid", "timeuuid", "inet"):
         return str(v)
     if n == "decimal":
-        return _decimal(v, decimal)
+        return _decimal(v, modes.decimal)
     if n == "float" or n == "double":
         return v if math.isfinite(v) else None  # JSON has no NaN/Infinity
     if n == "timestamp":
@@ -120,22 +173,44 @@ def to_connect(t: CqlType, v: Any, varint: str = VARINT, decimal: str = DECIMAL)
     if n == "duration":
         return (v.months * 30 + v.days) * _NS_PER_DAY + v.nanoseconds
     if n in ("list", "set", "vector"):
-        return [to_connect(t.params[0], x, varint, decimal) for x in v]
+        return [to_connect(t.params[0], x, modes) for x in v]
     if n == "map":
-        pairs = [(to_connect(t.params[0], k, varint, decimal),
-                  to_connect(t.params[1], x, varint, decimal))
+        pairs = [(to_connect(t.params[0], k, modes), to_connect(t.params[1], x, modes))
                  for k, x in v.items()]
         if _SIMPLE.get(t.params[0].name) == "string":
             return dict(pairs)  # JsonConverter: an object for string keys, else pairs
         return [list(p) for p in pairs]
-    if n == "tuple":
-        return {f"field{i + 1}": to_connect(p, x, varint, decimal)
-                for i, (p, x) in enumerate(zip(t.params, v, strict=False))}
-    if n == "udt":
-        return {f: to_connect(p, getattr(v, f, None) if not isinstance(v, dict) else v.get(f),
-                              varint, decimal)
-                for f, p in zip(t.field_names, t.params, strict=True)}
+    if n in ("tuple", "udt"):
+        return _struct(t, v, modes)
     return v
+
+
+def _as_json(t: CqlType, modes: ValueModes) -> bool:
+    """Whether `t` travels as JSON text in `modes`."""
+    return ((t.name in ("tuple", "udt") and modes.structs == "json")
+            or (t.name == "map" and modes.maps == "json"))
+
+
+def _struct(t: CqlType, v: Any, modes: ValueModes) -> dict[str, Any]:
+    """A tuple's or UDT's fields in their Connect form."""
+    if t.name == "tuple":
+        return {f"field{i + 1}": to_connect(p, x, modes)
+                for i, (p, x) in enumerate(zip(t.params, v, strict=False))}
+    return {f: to_connect(p, getattr(v, f, None) if not isinstance(v, dict) else v.get(f),
+                          modes)
+            for f, p in zip(t.field_names, t.params, strict=True)}
+
+
+def json_text(value: Any) -> str:
+    """`value` (in its Connect form) as compact JSON text, bytes as base64."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=json_default)
+
+
+def json_default(o: Any) -> Any:
+    """JSON for what json/orjson cannot write: bytes as base64 (JsonConverter's form)."""
+    if isinstance(o, bytes | bytearray):
+        return base64.b64encode(o).decode()
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
 
 def _decimal(v: Any, mode: str) -> Any:
@@ -181,11 +256,9 @@ def _finite(x: float) -> float | None:
 class RowRenderer:
     """Turns raw images and keys of one table version into typed dicts."""
 
-    def __init__(self, table: TableSchema, varint: str = VARINT,
-                 decimal: str = DECIMAL) -> None:
+    def __init__(self, table: TableSchema, modes: ValueModes = MODES) -> None:
         self.table = table
-        self.varint = varint
-        self.decimal = decimal
+        self.modes = modes
         self.partition_key = table.partition_key
         self.clustering = table.clustering
         decoders = {c.name: self._decoder(c) for c in table.columns}
@@ -202,15 +275,15 @@ class RowRenderer:
         return c.name, decoders[c.name], c.type.name not in ("text", "ascii", "varchar", "blob")
 
     def _decoder(self, c: ColumnSchema) -> Callable[[Any], Any]:
-        t, varint, dec = c.type, self.varint, self.decimal
+        t, modes = c.type, self.modes
         if t.is_multicell:
-            return lambda cells: to_connect(t, _complex(c, cells), varint, dec)
+            return lambda cells: to_connect(t, _complex(c, cells), modes)
         if t.name == "counter":
             return codec.counter_total
         fast = _fast(t)
         if fast is not None:
             return fast
-        return lambda raw: to_connect(t, codec.decode_value(t, raw), varint, dec)
+        return lambda raw: to_connect(t, codec.decode_value(t, raw), modes)
 
     def key(self, partition_key: bytes, clustering: tuple[bytes | None, ...]) -> dict[str, Any]:
         """Primary key column → value."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from materializer.handler import EventSettings
+from materializer.output.values import ValueModes
 from materializer.settings import MaterializerConfig
 from materializer.spark import class_archive, copy_dedupe
 from materializer.spark.processor import OUTPUT_SCHEMA, MaterializeProcessor, bucket_column
@@ -37,8 +38,9 @@ def event_settings(cfg: MaterializerConfig) -> EventSettings:
     e = cfg.events
     return EventSettings(cfg.kafka.topic_prefix, e.cluster, e.schemas, e.tombstones,
                          e.dead_letter_topic, e.partitions, e.replication_factor, e.format,
-                         e.schema_registry_url, e.avro_schema_topic, e.varint_mode,
-                         e.decimal_mode)
+                         e.schema_registry_url, e.avro_schema_topic,
+                         ValueModes(e.varint_mode, e.decimal_mode, e.struct_mode, e.map_mode),
+                         e.static_only_rows)
 
 
 def archive_plan(cfg: MaterializerConfig) -> class_archive.Plan | None:

@@ -274,7 +274,7 @@ def test_avro_events_decode_to_what_cassandra_returns(stack, cql, workload, subm
         stack.bootstrap_servers, f"{prefix}.avro-schemas")])
     assert len(schemas) >= 4  # key and value of both tables
     for name in ("r", "ctr"):
-        writer = EnvelopeWriter(workload["tables"][name], "casscade", False, "string")
+        writer = EnvelopeWriter(workload["tables"][name], "casscade", False)
         events = []
         for m in read_to_end(stack.bootstrap_servers, f"{prefix}.{ks}.{name}"):
             assert m.key()[:2] == b"\xc3\x01"  # Avro single-object encoding
@@ -282,7 +282,7 @@ def test_avro_events_decode_to_what_cassandra_returns(stack, cql, workload, subm
                 decode(m.value(), schemas), writer.value_schema)
             events.append((m.partition(), m.offset(),
                            avro_as_json(decode(m.key(), schemas), writer.key_schema), value))
-        got, want = final_rows(events), oracle_rows(cql, workload["tables"][name], "string")
+        got, want = final_rows(events), oracle_rows(cql, workload["tables"][name])
         assert len(want) >= 5
         differ = [k for k in got.keys() | want.keys() if got.get(k) != want.get(k)]
         assert not differ, f"{name}: {len(differ)} keys differ, e.g. {differ[0]}: " \

@@ -19,6 +19,7 @@ from materializer.handler import EventSettings, KeyHandler, RawRecord
 from materializer.output.avro_envelope import decode
 from materializer.output.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
 from materializer.output.avro_schema import avro_name, to_avro_schema, value_converter
+from materializer.output.values import ValueModes
 from shared import codec, rowupdate
 from shared.schema import TableSchema, table_from_json
 
@@ -219,7 +220,8 @@ def _varint_events(fmt: str, mode: str, values: list[int]) -> list[tuple[str, An
             return VARINT
 
     publisher = RecordingPublisher()
-    h = KeyHandler(One(), EventSettings("p", format=fmt, varint_mode=mode, tombstones=False),
+    h = KeyHandler(One(), EventSettings("p", format=fmt, modes=ValueModes(varint=mode),
+                                         tombstones=False),
                    schema_publisher=publisher)
     out = []
     for k, v in enumerate(values):

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from materializer.handler import EventSettings, KeyHandler, RawRecord
 from materializer.output.envelope import EnvelopeWriter
-from materializer.output.values import to_connect, unscaled_bytes
+from materializer.output.values import ValueModes, to_connect, unscaled_bytes
 from shared import codec, rowupdate
 from shared.cqltype import parse_cql_type
 from shared.schema import TableSchema, table_from_json
@@ -67,7 +67,7 @@ def test_the_decimal_that_lost_precision_through_the_jdbc_sink() -> None:
 
 @pytest.mark.parametrize(("mode", "want"), [("string", "0.00000012"), ("double", 1.2e-07)])
 def test_decimal_string_and_double_modes(mode: str, want: object) -> None:
-    assert to_connect(DECIMAL, Decimal("1.2E-7"), decimal=mode) == want
+    assert to_connect(DECIMAL, Decimal("1.2E-7"), ValueModes(decimal=mode)) == want
 
 
 def test_the_schema_names_the_struct_for_connect() -> None:
@@ -86,7 +86,8 @@ def _event(d: Decimal, v: int, varint_mode: str = "long") -> bytes | None:
         def get(self, _h: str) -> TableSchema:
             return TABLE
 
-    h = KeyHandler(One(), EventSettings("p", varint_mode=varint_mode, tombstones=False))
+    h = KeyHandler(One(), EventSettings("p", modes=ValueModes(varint=varint_mode),
+                                        tombstones=False))
     cells = [{"column": c, "path": None, "value": codec.encode_value(TABLE.column(c).type, x),
               "timestamp": 5, "ttl": 0, "local_deletion_time": None, "tombstone": False}
              for c, x in (("d", d), ("v", v))]
