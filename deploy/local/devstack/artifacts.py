@@ -84,7 +84,9 @@ def fetch(lib_root: Path, component: str, log=print) -> Path:
     """
     pom = pom_path(component)
     target = lib_dir(lib_root, component)
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
+    settings_xml = pom.parent / "settings.xml"
+    digest = hashlib.sha256(pom.read_bytes() + (settings_xml.read_bytes()
+                            if settings_xml.exists() else b"")).hexdigest()[:16]
     stamp = target / ".pom-sha256"
     if stamp.exists() and stamp.read_text().strip() == digest:
         return target
@@ -96,6 +98,8 @@ def fetch(lib_root: Path, component: str, log=print) -> Path:
     env = dict(os.environ, JAVA_HOME=str(java.parent.parent))
     base = [str(mvn), "-B", "-q", "-f", str(pom), _COPY_GOAL, "-DincludeScope=runtime",
             f"-DoutputDirectory={target}"]
+    if settings_xml.exists():  # e.g. a mirror: Maven Central only
+        base[1:1] = ["-s", str(settings_xml)]
     if os.environ.get("MAVEN_REPO_LOCAL"):
         base.append(f"-Dmaven.repo.local={os.environ['MAVEN_REPO_LOCAL']}")
     log(f"fetching {component} jars from Maven Central (cached in the local Maven repo) ...")

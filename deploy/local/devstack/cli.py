@@ -9,6 +9,7 @@ import click
 
 from devstack import cassandra, stack
 from devstack.cli_common import run, settings
+from devstack.connect_cli import connect
 from devstack.process import tail
 from devstack.settings import MAX_NODES, StackSettings
 from devstack.spark_cli import spark
@@ -115,6 +116,7 @@ def node(n: int, action: str) -> None:
 
 
 dev.add_command(spark)
+dev.add_command(connect)
 
 
 def main() -> None:

@@ -32,7 +32,10 @@ class StackSettings:
     cql_port: int = 9042
     storage_port: int = 7000
     jmx_port: int = 7199
+    connect_port: int = 8083  # Kafka Connect's REST API
+    postgres_port: int = 5433  # not 5432: leave a system PostgreSQL alone
     kafka_heap: str = "512m"
+    connect_heap: str = "384m"
     cassandra_heap: str = "1024m"
     # CASSANDRA_4 (5.0's default) writes commit log descriptor version 7; NONE writes 8.
     storage_compatibility_mode: str = "CASSANDRA_4"
@@ -66,6 +69,8 @@ class StackSettings:
             "storage_port": "CASSCADE_STORAGE_PORT",
             "jmx_port": "CASSCADE_JMX_PORT",
             "nodes": "CASSCADE_NODES",
+            "connect_port": "CASSCADE_CONNECT_PORT",
+            "postgres_port": "CASSCADE_POSTGRES_PORT",
         }
         changes: dict[str, object] = {
             attr: int(env[var]) for attr, var in ints.items() if env.get(var)
@@ -114,6 +119,16 @@ class StackSettings:
     def kafka_dir(self) -> Path:
         """The broker's config, data, logs and pid file."""
         return self.state_dir / "kafka"
+
+    @property
+    def connect_dir(self) -> Path:
+        """The Connect worker's config, offsets, logs and pid file."""
+        return self.state_dir / "connect"
+
+    @property
+    def postgres_dir(self) -> Path:
+        """PostgreSQL's data directory parent: data/, its socket, logs."""
+        return self.state_dir / "postgres"
 
     @property
     def cassandra_dir(self) -> Path:
