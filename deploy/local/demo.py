@@ -41,14 +41,14 @@ WORKLOAD = [
     "CREATE TABLE IF NOT EXISTS demo.customers (id int PRIMARY KEY, name text, email text, "
     "tier text, tags set<text>) WITH cdc = true",
     "INSERT INTO demo.customers (id, name, email, tier, tags) "
-    "VALUES (1, 'Ada', 'ada@example.com', 'gold', {'early'})",
+    "VALUES (%(a)d, 'Ada', 'ada@example.com', 'gold', {'early'})",
     "INSERT INTO demo.customers (id, name, email, tier) "
-    "VALUES (2, 'Grace', 'grace@example.com', 'silver')",
-    "INSERT INTO demo.customers (id, name, email, tier) VALUES (3, 'Linus', 'l@example.com', "
-    "'bronze')",
-    "UPDATE demo.customers SET tier = 'platinum', tags = tags + {'vip'} WHERE id = 1",
-    "UPDATE demo.customers SET email = 'grace@navy.mil' WHERE id = 2",
-    "DELETE FROM demo.customers WHERE id = 3",
+    "VALUES (%(b)d, 'Grace', 'grace@example.com', 'silver')",
+    "INSERT INTO demo.customers (id, name, email, tier) VALUES (%(c)d, 'Linus', "
+    "'l@example.com', 'bronze')",
+    "UPDATE demo.customers SET tier = 'platinum', tags = tags + {'vip'} WHERE id = %(a)d",
+    "UPDATE demo.customers SET email = 'grace@navy.mil' WHERE id = %(b)d",
+    "DELETE FROM demo.customers WHERE id = %(c)d",
 ]
 CHANGES = 6  # row updates the workload's writes make
 COLUMNS = ["id", "name", "email", "tier", "tags"]
@@ -93,11 +93,16 @@ def _pipeline(s: StackSettings, work: Path) -> None:
     try:
         session.execute(WORKLOAD[0] % {"rf": s.nodes}, timeout=60)
         session.execute(WORKLOAD[1], timeout=60)
+        # A rerun writes new ids, so it tells the same story (c, u, d) as the first run
+        # instead of updating the rows an earlier run left.
+        last = max((r.id for r in session.execute("SELECT id FROM demo.customers")), default=0)
+        ids = {"a": last + 1, "b": last + 2, "c": last + 3}
         raw_before = _end_offsets(s, RAW_TOPIC)
         for cql in WORKLOAD[2:]:
-            print(f"   cql> {cql}")
-            session.execute(cql, timeout=60)
-        rows = list(session.execute(f"SELECT {', '.join(COLUMNS)} FROM demo.customers"))
+            print(f"   cql> {cql % ids}")
+            session.execute(cql % ids, timeout=60)
+        rows = list(session.execute(f"SELECT {', '.join(COLUMNS)} FROM demo.customers "
+                                    f"WHERE id IN ({ids['a']}, {ids['b']}, {ids['c']})"))
     finally:
         cluster.shutdown()
     # shown as the events show the same values (a null set is null, not [])
