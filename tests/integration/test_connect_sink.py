@@ -78,6 +78,13 @@ def mirrored(sink_stack: StackSettings, cql, tmp_path_factory) -> Iterator[dict[
     for i, (d, v) in enumerate(EXACT):  # outside the workload's keys: they stay
         cql.execute(f"INSERT INTO {ks}.r (p1, p2, c1, c2, v_decimal, v_varint) "
                     f"VALUES ({100 + i}, 'exact', 0, 'x', {d}, {v})")
+    # a column added mid-stream: the sink widens its table (schema.evolution=basic)
+    cql.execute(f"ALTER TABLE {ks}.r ADD v_added text")
+    for i in range(3):
+        cql.execute(f"INSERT INTO {ks}.r (p1, p2, c1, c2, v_added, v_int) "
+                    f"VALUES ({200 + i}, 'added', 0, 'x', 'new {i}', {i})")
+    cql.execute(f"UPDATE {ks}.r SET v_added = 'later' WHERE p1 = 0 AND p2 = 'a' AND c1 = 0 "
+                f"AND c2 = 'x'")
     work = tmp_path_factory.mktemp("sink")
     (work / "statements.cql").write_text(";\n".join(executed) + ";\n")
     prefix = f"k{uuid.uuid4().hex[:8]}"
@@ -240,7 +247,8 @@ def test_exact_numbers_land_exactly(mirrored, cql) -> None:
 
 
 def test_the_sink_made_the_columns_the_relational_settings_promise(mirrored) -> None:
-    """Structs and maps as json, exact numbers as text, a NOT NULL primary key."""
+    """Structs and maps as json, exact numbers as text, a NOT NULL primary key, and the
+    column ALTER TABLE added."""
     _caught_up(mirrored)
     with psycopg.connect(postgres.url(mirrored["s"])) as conn:
         rows = conn.execute(
@@ -249,7 +257,7 @@ def test_the_sink_made_the_columns_the_relational_settings_promise(mirrored) -> 
     types = {name: kind for name, kind, _ in rows}
     for column in ("u", "v_fudt", "v_tuple", "m", "v_fmap"):
         assert types[column] == "json", (column, types[column])
-    assert types["v_decimal"] == types["v_varint"] == "text"
+    assert types["v_decimal"] == types["v_varint"] == types["v_added"] == "text"
     assert types["v_blob"] == "bytea" and types["v_timestamp"].startswith("timestamp")
     not_null = {name for name, _, nullable in rows if nullable == "NO"}
     assert not_null == {"p1", "p2", "c1", "c2"}
