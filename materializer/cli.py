@@ -62,9 +62,10 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     if print_config:
         click.echo(json.dumps(to_dict(cfg), indent=1))
         return
-    try:  # a bad event setting fails here, not after Spark has started
+    try:  # a bad event or security setting fails here, not after Spark has started
         job.event_settings(cfg)
-    except ValueError as exc:
+        cfg.kafka.client()
+    except ValueError as exc:  # ConfigError is one
         raise click.UsageError(str(exc)) from exc
     setup_logging(cfg.log.level, cfg.log.format)
     progress = ProgressMetrics(Registry())

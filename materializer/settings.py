@@ -8,6 +8,7 @@ from pathlib import Path
 from materializer.handler import STATIC_ONLY_EMIT
 from materializer.output.values import DECIMAL, MAPS, STRUCTS, VARINT
 from shared.http_server import HttpSettings
+from shared.kafka_security import KafkaSecurity, client_settings
 from shared.logs import LogSettings
 
 
@@ -23,6 +24,12 @@ class KafkaSettings:
     max_offsets_per_trigger: int = 200_000
     consumer: dict[str, str] = field(default_factory=dict)  # extra kafka.* source options
     producer: dict[str, str] = field(default_factory=dict)  # extra kafka.* sink options
+    # how every Kafka client of this stage authenticates and encrypts (SASL, TLS)
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
+
+    def client(self) -> dict[str, str]:
+        """librdkafka settings of this stage's own clients: the brokers and the door."""
+        return client_settings(self.bootstrap_servers, self.security)
 
 
 @dataclass

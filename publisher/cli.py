@@ -8,7 +8,12 @@ from pathlib import Path
 
 import click
 
-from publisher.cli_support import connect, connect_cassandra, load_publisher_config
+from publisher.cli_support import (
+    connect,
+    connect_cassandra,
+    kafka_client,
+    load_publisher_config,
+)
 from publisher.commitlog.errors import CommitLogError
 from publisher.commitlog.schema_source import (
     CassandraSchemaSource,
@@ -147,7 +152,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         cluster, session = connect_cassandra(cfg.cassandra)
         source = CassandraSchemaSource(session)
     metrics = Registry()
-    sink = KafkaSink(cfg.kafka.bootstrap_servers, cfg.kafka.topic_prefix,
+    sink = KafkaSink(kafka_client(cfg.kafka), cfg.kafka.topic_prefix,
                      cfg.kafka.partitions, cfg.kafka.replication_factor, cfg.kafka.producer,
                      metrics)
     store = OffsetStore(cfg.state.path / "offsets")

@@ -10,7 +10,7 @@ import click
 from shared.cli_config import load_config
 
 if TYPE_CHECKING:
-    from publisher.settings import CassandraSettings
+    from publisher.settings import CassandraSettings, KafkaSettings
 
 
 def connect(host: str | list[str], port: int, username: str | None = None,
@@ -25,6 +25,17 @@ def connect(host: str | list[str], port: int, username: str | None = None,
         cluster.shutdown()
         raise click.ClickException(f"cannot connect to Cassandra at {host}:{port}: {exc}") \
             from exc
+
+
+def kafka_client(k: KafkaSettings) -> dict[str, str]:
+    """librdkafka settings of the `kafka` section (brokers and security), or a
+    ClickException naming the bad setting."""
+    from shared.config import ConfigError
+
+    try:
+        return k.client()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 def load_publisher_config(config_file: Path | None, overrides: tuple[str, ...]) -> Any:

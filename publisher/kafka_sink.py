@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
+from shared.kafka_security import client_conf
 from shared.kafka_topics import TopicCreator
 from shared.metrics import Registry
 from shared.schema import TableSchema
@@ -40,13 +41,14 @@ class KafkaSink:
     """Produces with acks=all and idempotence; never drops a record, however long Kafka is
     away: a full local queue makes `produce` wait (and the reader with it)."""
 
-    def __init__(self, bootstrap: str, prefix: str, partitions: int, replication: int,
+    def __init__(self, bootstrap: str | Mapping[str, str], prefix: str, partitions: int,
+                 replication: int,
                  producer_config: dict[str, str], metrics: Registry) -> None:
         self.prefix = prefix
         self.partitions = partitions
         self.replication = replication
-        conf = {
-            "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+        conf = client_conf(bootstrap) | {
+            "acks": "all", "enable.idempotence": True,
             "compression.type": "lz4", "linger.ms": 20, "batch.size": 1_000_000,
             "queue.buffering.max.messages": 200_000, "queue.buffering.max.kbytes": 262_144,
             # Never give up on a record: retry until Kafka is back (at-least-once).

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from shared.config import ConfigError
 from shared.http_server import HttpSettings
+from shared.kafka_security import KafkaSecurity, client_settings
 from shared.logs import LogSettings
 
 
@@ -20,6 +21,12 @@ class KafkaSettings:
     partitions: int = 6  # of each raw topic the agent creates
     replication_factor: int = 1
     producer: dict[str, str] = field(default_factory=dict)  # extra librdkafka settings
+    # how every Kafka client of this stage authenticates and encrypts (SASL, TLS)
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
+
+    def client(self) -> dict[str, str]:
+        """librdkafka settings of this stage's own clients: the brokers and the door."""
+        return client_settings(self.bootstrap_servers, self.security)
 
 
 @dataclass

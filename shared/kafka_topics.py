@@ -8,10 +8,12 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from shared.kafka_security import client_conf
 
 log = logging.getLogger(__name__)
 
@@ -19,9 +21,9 @@ log = logging.getLogger(__name__)
 class TopicCreator:
     """Creates topics once each, if missing; remembers what exists."""
 
-    def __init__(self, bootstrap: str, partitions: int, replication: int,
+    def __init__(self, bootstrap: str | Mapping[str, str], partitions: int, replication: int,
                  timeout_s: float = 30.0) -> None:
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.admin = AdminClient(client_conf(bootstrap))
         self.partitions = partitions
         self.replication = replication
         self.timeout_s = timeout_s
@@ -65,13 +67,13 @@ class TopicCreator:
             time.sleep(0.1)
 
 
-def read_to_end(bootstrap: str, topic: str, timeout_s: float = 30.0,
+def read_to_end(bootstrap: str | Mapping[str, str], topic: str, timeout_s: float = 30.0,
                 start: dict[int, int] | None = None) -> Iterator[Message]:
     """Every record of `topic` from `start` (partition → offset; default: the beginning) up
     to the end it has now, partition by partition in offset order. KafkaException if the
     topic is missing or a record does not come within `timeout_s`."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4()}",
-                         "enable.auto.commit": False})
+    consumer = Consumer(client_conf(bootstrap) | {"group.id": f"read-{uuid.uuid4()}",
+                                                  "enable.auto.commit": False})
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None:

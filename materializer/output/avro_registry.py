@@ -17,9 +17,12 @@ import logging
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
+
+from shared.kafka_security import client_conf
 
 log = logging.getLogger(__name__)
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
@@ -85,7 +88,8 @@ class ConfluentRegistry:
 class SchemaTopic:
     """Publishes schemas to a compacted Kafka topic, keyed by fingerprint (hex)."""
 
-    def __init__(self, bootstrap: str, topic: str, ensure_topic: Any = None) -> None:
+    def __init__(self, bootstrap: str | Mapping[str, str], topic: str,
+                 ensure_topic: Any = None) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
         self.ensure_topic = ensure_topic  # (topic, compacted) -> None
@@ -104,12 +108,13 @@ class SchemaTopic:
 
         if self.ensure_topic is not None:
             self.ensure_topic(self.topic, True)
-        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
-                             "enable.idempotence": True})
+        producer = Producer(client_conf(self.bootstrap) | {"acks": "all",
+                                                           "enable.idempotence": True})
         errors: list[str] = []
         producer.produce(self.topic, key=fp.hex().encode(), value=json.dumps(schema).encode(),
                          on_delivery=lambda err, _m: errors.append(str(err)) if err else None)
         left = producer.flush(30)
         if left or errors:
             raise RuntimeError(f"could not publish an Avro schema to {self.topic} at "
-                               f"{self.bootstrap}: {errors or 'delivery timed out'}")
+                               f"{client_conf(self.bootstrap)['bootstrap.servers']}: "
+                               f"{errors or 'delivery timed out'}")

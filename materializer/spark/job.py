@@ -161,8 +161,10 @@ def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = Fa
     """Start the query; `available_now` processes what is in Kafka now, then stops;
     `initial_state` seeds a new checkpoint's state in its first micro-batch (rescale)."""
     k = cfg.kafka
+    door = {f"kafka.{key}": value for key, value in k.security.java().items()}
     reader = (spark.readStream.format("kafka")
               .option("kafka.bootstrap.servers", k.bootstrap_servers)
+              .options(**door)
               .option("subscribePattern", raw_topic_pattern(k.topic_prefix))
               .option("startingOffsets", k.starting_offsets)
               .option("failOnDataLoss", "true"))
@@ -171,7 +173,7 @@ def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = Fa
     for key, value in k.consumer.items():
         reader = reader.option(f"kafka.{key}", value)
     window = copy_dedupe.window_for(spark, cfg.spark.checkpoint, cfg.spark.dedupe_window_s)
-    processor = MaterializeProcessor(k.bootstrap_servers, f"{k.topic_prefix}.schemas",
+    processor = MaterializeProcessor(k.client(), f"{k.topic_prefix}.schemas",
                                      event_settings(cfg), cfg.spark.batched_state,
                                      cfg.spark.state_page_rows)
     raw = reader.load()
@@ -184,6 +186,7 @@ def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = Fa
                                   initialState=initial_state))
     writer = (events.writeStream.format("kafka")
               .option("kafka.bootstrap.servers", k.bootstrap_servers)
+              .options(**door)
               .option("kafka.acks", "all").option("kafka.enable.idempotence", "true")
               .option("kafka.compression.type", "lz4")
               .option("checkpointLocation", str(cfg.spark.checkpoint))

@@ -66,32 +66,39 @@ def bucket_column(key_col: Any, buckets: int) -> Any:
     return F.pmod(F.xxhash64(key_col), F.lit(buckets)).cast("int")
 
 
-def _cache(bootstrap: str, topic: str) -> SchemaCache:
-    cache = _CACHES.get((bootstrap, topic))
+# The Python worker's Kafka clients are shared by every task it runs, one per client
+# config (librdkafka settings: brokers and security).
+def _cache(kafka: dict[str, str], topic: str) -> SchemaCache:
+    key = (_conf_key(kafka), topic)
+    cache = _CACHES.get(key)
     if cache is None:
-        cache = _CACHES[(bootstrap, topic)] = SchemaCache(bootstrap, topic)
+        cache = _CACHES[key] = SchemaCache(kafka, topic)
     return cache
 
 
-def _publisher(bootstrap: str, settings: EventSettings) -> SchemaPublisher | None:
+def _publisher(kafka: dict[str, str], settings: EventSettings) -> SchemaPublisher | None:
     if settings.format != "avro":
         return None
-    key = (bootstrap, settings.schema_registry_url or settings.avro_schemas)
+    key = (_conf_key(kafka), settings.schema_registry_url or settings.avro_schemas)
     publisher = _PUBLISHERS.get(key)
     if publisher is None:
         publisher = _PUBLISHERS[key] = (
             ConfluentRegistry(settings.schema_registry_url) if settings.schema_registry_url
-            else SchemaTopic(bootstrap, settings.avro_schemas,
-                             _topics(bootstrap, settings).ensure))
+            else SchemaTopic(kafka, settings.avro_schemas, _topics(kafka, settings).ensure))
     return publisher
 
 
-def _topics(bootstrap: str, settings: EventSettings) -> TopicCreator:
-    creator = _TOPICS.get(bootstrap)
+def _topics(kafka: dict[str, str], settings: EventSettings) -> TopicCreator:
+    key = _conf_key(kafka)
+    creator = _TOPICS.get(key)
     if creator is None:
-        creator = _TOPICS[bootstrap] = TopicCreator(bootstrap, settings.partitions,
-                                                    settings.replication_factor)
+        creator = _TOPICS[key] = TopicCreator(kafka, settings.partitions,
+                                              settings.replication_factor)
     return creator
+
+
+def _conf_key(kafka: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(kafka.items()))
 
 
 def _entry(value: Any) -> tuple[bytes | None, str | None, int | None]:
@@ -206,9 +213,9 @@ def unpack_keys(data: bytes) -> list[bytes]:
 class MaterializeProcessor(StatefulProcessor):
     """Merges the raw records of every partition key of one bucket into its own state."""
 
-    def __init__(self, bootstrap: str, schema_topic: str, settings: EventSettings,
+    def __init__(self, kafka: dict[str, str], schema_topic: str, settings: EventSettings,
                  batched_state: bool = True, page_rows: int = DEFAULT_PAGE_ROWS) -> None:
-        self.bootstrap = bootstrap
+        self.kafka = kafka  # librdkafka settings of the worker's own clients
         self.schema_topic = schema_topic
         self.settings = settings
         self.batched_state = batched_state  # pipelined state calls (PySpark internals)
@@ -226,9 +233,9 @@ class MaterializeProcessor(StatefulProcessor):
         if self.batched_state and state_batch.supported():
             state_batch.install_schema_cache()
             state_batch.install_fast_row_decode()
-        self.handler = KeyHandler(_cache(self.bootstrap, self.schema_topic), self.settings,
-                                  _topics(self.bootstrap, self.settings).ensure,
-                                  _publisher(self.bootstrap, self.settings), self.page_rows)
+        self.handler = KeyHandler(_cache(self.kafka, self.schema_topic), self.settings,
+                                  _topics(self.kafka, self.settings).ensure,
+                                  _publisher(self.kafka, self.settings), self.page_rows)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row],
                         timerValues: TimerValues) -> Iterator[Row]:

@@ -20,6 +20,7 @@ import json
 import logging
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -144,11 +145,14 @@ def summary(entries: DataFrame, buckets: int) -> dict[str, int]:
     return out
 
 
-def kafka_partitions(bootstrap: str, pattern: str, timeout_s: float = 30) -> dict[str, int]:
+def kafka_partitions(bootstrap: str | Mapping[str, str], pattern: str,
+                     timeout_s: float = 30) -> dict[str, int]:
     """Topic -> partition count of every topic the job's subscribePattern matches now."""
     from confluent_kafka.admin import AdminClient
 
-    topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(
+    from shared.kafka_security import client_conf
+
+    topics = AdminClient(client_conf(bootstrap)).list_topics(
         timeout=timeout_s).topics
     regex = re.compile(pattern)
     return {t: len(m.partitions) for t, m in topics.items() if regex.fullmatch(t)}
@@ -170,7 +174,7 @@ def seed(spark: SparkSession, cfg: MaterializerConfig, old: OldCheckpoint) -> di
             f"{counts['misplaced']} of {counts['partitions']} state entries sit in another "
             f"bucket than spark.state_buckets={cfg.spark.state_buckets} puts them: use the "
             f"old job's state_buckets (it is fixed for the life of the state)")
-    current = kafka_partitions(cfg.kafka.bootstrap_servers,
+    current = kafka_partitions(cfg.kafka.client(),
                                job.raw_topic_pattern(cfg.kafka.topic_prefix))
     start = starting_offsets(old.offsets, current)
     lost = lost_partitions(old.offsets, current)

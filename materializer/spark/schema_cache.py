@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 
 from shared.kafka_topics import read_to_end
 from shared.schema import TableSchema, table_from_json
@@ -24,7 +25,7 @@ class SchemaCache:
     """hash → TableSchema; re-reads the schema topic on a miss (for one missing hash at
     most every `retry_s`, so a stream of records with a bad hash costs no reload each)."""
 
-    def __init__(self, bootstrap: str, topic: str, timeout_s: float = 30.0,
+    def __init__(self, bootstrap: str | Mapping[str, str], topic: str, timeout_s: float = 30.0,
                  retry_s: float = 10.0) -> None:
         self.bootstrap = bootstrap
         self.topic = topic

@@ -34,7 +34,7 @@ def snapshot(table_name: str, config_file: Path | None, overrides: tuple[str, ..
     arrive through CDC, so there is no gap. Resumable: finished token ranges are recorded in
     the progress file and skipped by a rerun.
     """
-    from publisher.cli_support import connect_cassandra, load_publisher_config
+    from publisher.cli_support import connect_cassandra, kafka_client, load_publisher_config
     from publisher.commitlog.schema_source import read_system_schema
     from publisher.kafka_sink import KafkaSink
     from publisher.snapshot.snapshot import Snapshot
@@ -53,7 +53,7 @@ def snapshot(table_name: str, config_file: Path | None, overrides: tuple[str, ..
             raise click.ClickException(f"table {table_name} not found")
         state = state_file or cfg.state.path / f"snapshot-{table_name}.json"
         state.parent.mkdir(parents=True, exist_ok=True)
-        sink = KafkaSink(cfg.kafka.bootstrap_servers, cfg.kafka.topic_prefix,
+        sink = KafkaSink(kafka_client(cfg.kafka), cfg.kafka.topic_prefix,
                          cfg.kafka.partitions, cfg.kafka.replication_factor,
                          cfg.kafka.producer, Registry())
         job = Snapshot(session, tables[0], sink, cfg.kafka.topic_prefix, state, consistency,
