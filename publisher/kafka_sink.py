@@ -10,7 +10,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
-from shared.kafka_security import client_conf
+from shared.kafka_security import client_conf, with_refusal_log
 from shared.kafka_topics import TopicCreator
 from shared.metrics import Registry
 from shared.schema import TableSchema
@@ -55,7 +55,7 @@ class KafkaSink:
             "message.timeout.ms": 0, "retries": 2**31 - 1,
         }
         conf.update(producer_config)
-        self.producer = Producer(conf)
+        self.producer = Producer(with_refusal_log(conf, log))
         self.topics = TopicCreator(bootstrap, partitions, replication)
         self.published_hashes: set[str] = set()
         self.produced = metrics.counter("casscade_publisher_records_produced_total",

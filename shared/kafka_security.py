@@ -8,9 +8,12 @@ Secrets come from the environment (`CASSCADE_KAFKA__SECURITY__SASL_PASSWORD`) or
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from shared.config import ConfigError
 
@@ -126,3 +129,39 @@ def client_conf(bootstrap: str | Mapping[str, str]) -> dict[str, str]:
     if isinstance(bootstrap, str):
         return {"bootstrap.servers": bootstrap}
     return dict(bootstrap)
+
+
+_REFUSALS = {
+    "_AUTHENTICATION": "Kafka refused the credentials (check kafka.security.sasl_username and "
+                       "its password)",
+    "_SSL": "the TLS handshake with Kafka failed (is kafka.security.ssl_ca_file the CA that "
+            "signed the broker's certificate, and does it name the host dialled?)",
+}
+_LAST_REFUSAL: dict[str, float] = {}
+_REFUSAL_EVERY_S = 30.0
+
+
+def refusal(error: Any) -> str | None:
+    """What a librdkafka error means when a broker refuses us (credentials, TLS), with the
+    broker's own words; None for any other error."""
+    name = getattr(error, "name", lambda: "")()
+    advice = _REFUSALS.get(name)
+    return f"{advice}: {error.str()}" if advice else None
+
+
+def with_refusal_log(conf: Mapping[str, Any], log: logging.Logger) -> dict[str, Any]:
+    """`conf` plus an error callback that logs a refusal (bad credentials, untrusted
+    certificate) as one clear error line, at most every 30 s per reason; other errors stay
+    librdkafka's own (it retries them)."""
+    def on_error(error: Any) -> None:
+        text = refusal(error)
+        if text is None:
+            return
+        reason = f"{error.name()} {conf.get('bootstrap.servers')}"  # the words vary by try
+        now = time.monotonic()
+        if now - _LAST_REFUSAL.get(reason, -_REFUSAL_EVERY_S) >= _REFUSAL_EVERY_S:
+            _LAST_REFUSAL[reason] = now
+            log.error(text, extra={"bootstrap_servers": conf.get("bootstrap.servers"),
+                                   "user": conf.get("sasl.username")})
+
+    return dict(conf) | {"error_cb": on_error}

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from shared.kafka_security import client_conf
+from shared.kafka_security import client_conf, with_refusal_log
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ class TopicCreator:
 
     def __init__(self, bootstrap: str | Mapping[str, str], partitions: int, replication: int,
                  timeout_s: float = 30.0) -> None:
-        self.admin = AdminClient(client_conf(bootstrap))
+        self.admin = AdminClient(with_refusal_log(client_conf(bootstrap), log))
         self.partitions = partitions
         self.replication = replication
         self.timeout_s = timeout_s
@@ -34,7 +34,12 @@ class TopicCreator:
         KafkaException or a timeout error if Kafka does not answer."""
         if topic in self.known:
             return
-        if topic not in self.admin.list_topics(timeout=self.timeout_s).topics:
+        try:
+            existing = self.admin.list_topics(timeout=self.timeout_s).topics
+        except KafkaException:
+            self.admin.poll(0)  # serve the error callback: a refusal says why, clearly
+            raise
+        if topic not in existing:
             config = {"cleanup.policy": "compact"} if compacted else {}
             future = self.admin.create_topics([NewTopic(
                 topic, num_partitions=1 if compacted else self.partitions,
@@ -72,8 +77,8 @@ def read_to_end(bootstrap: str | Mapping[str, str], topic: str, timeout_s: float
     """Every record of `topic` from `start` (partition → offset; default: the beginning) up
     to the end it has now, partition by partition in offset order. KafkaException if the
     topic is missing or a record does not come within `timeout_s`."""
-    consumer = Consumer(client_conf(bootstrap) | {"group.id": f"read-{uuid.uuid4()}",
-                                                  "enable.auto.commit": False})
+    consumer = Consumer(with_refusal_log(client_conf(bootstrap), log)
+                        | {"group.id": f"read-{uuid.uuid4()}", "enable.auto.commit": False})
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None:

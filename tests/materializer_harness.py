@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,11 @@ COPY_FIELDS = frozenset({"host", "datacenter", "file", "pos", "index", "kafka_to
                          "kafka_partition", "kafka_offset"})
 
 def publish_new_cdc(stack: StackSettings, cql: Any, before: dict[str, int], prefix: str,
-                    workdir: Path, host: str = "node-1", from_before: bool = False) -> int:
+                    workdir: Path, host: str = "node-1", from_before: bool = False,
+                    kafka: Mapping[str, str] | None = None) -> int:
     """Copy what the node synced since `before` into a private cdc_raw (marked COMPLETED)
-    and publish it with an in-process agent; returns the records acknowledged.
+    and publish it with an in-process agent; returns the records acknowledged. `kafka`:
+    the agent's librdkafka settings (default: the stack's broker, no security).
     `from_before`: the agent starts at the `before` offsets (as if it had published
     everything up to there), not at the start of those segments."""
     offsets = settled_offsets(stack.cdc_raw_dir)
@@ -50,7 +53,7 @@ def publish_new_cdc(stack: StackSettings, cql: Any, before: dict[str, int], pref
     config.kafka.topic_prefix = prefix
     config.node.host = host
     metrics = Registry()
-    sink = KafkaSink(stack.bootstrap_servers, prefix, 3, 1, {}, metrics)
+    sink = KafkaSink(kafka or stack.bootstrap_servers, prefix, 3, 1, {}, metrics)
     store = OffsetStore(workdir / f"state-{host}")
     if from_before:
         for name, offset in before.items():
@@ -92,9 +95,12 @@ def materializer_command(stack: StackSettings, prefix: str, checkpoint: Path,
     return cmd + (["--available-now"] if available_now else [])
 
 
-def start_materializer(cmd: list[str], log: Path) -> subprocess.Popen:
-    """Start the job in its own process group (driver JVM included)."""
-    env = dict(os.environ, CASSCADE_STATE_DIR=str(StackSettings.from_env().state_dir))
+def start_materializer(cmd: list[str], log: Path,
+                       env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    """Start the job in its own process group (driver JVM included); `env` adds to the
+    environment (a password, say)."""
+    env = dict(os.environ, CASSCADE_STATE_DIR=str(StackSettings.from_env().state_dir),
+               **(env or {}))
     return subprocess.Popen(cmd, cwd=repo_root(), env=env, stdout=log.open("ab"),
                             stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -106,9 +112,10 @@ def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
     proc.wait(60)
 
 
-def run_materializer(cmd: list[str], log: Path, timeout_s: float = 600) -> None:
+def run_materializer(cmd: list[str], log: Path, timeout_s: float = 600,
+                     env: Mapping[str, str] | None = None) -> None:
     """Run an --available-now job to its end; fails with the log's tail otherwise."""
-    proc = start_materializer(cmd, log)
+    proc = start_materializer(cmd, log, env)
     try:
         code = proc.wait(timeout_s)
     except subprocess.TimeoutExpired:
@@ -120,7 +127,7 @@ def run_materializer(cmd: list[str], log: Path, timeout_s: float = 600) -> None:
     assert code == 0, f"materializer exited {code}:\n{log.read_text()[-4000:]}"
 
 
-def read_events(bootstrap: str, topic: str, timeout_s: float = 30
+def read_events(bootstrap: str | Mapping[str, str], topic: str, timeout_s: float = 30
                 ) -> list[tuple[int, int, dict, dict | None]]:
     """Every record of an event topic as (partition, offset, key, value or None)."""
     try:

@@ -8,7 +8,7 @@ import time
 import uuid
 from pathlib import Path
 
-from devstack import artifacts
+from devstack import artifacts, secure
 from devstack.process import StackError, pid_alive, read_pid, spawn, stop, tail
 from devstack.settings import HOST, StackSettings
 
@@ -20,17 +20,12 @@ JVM_OPTS = [
 
 
 def server_properties(s: StackSettings) -> str:
-    """The broker+controller config for one loopback node."""
+    """The broker+controller config for one loopback node (locked: devstack.secure)."""
     return f"""# written by casscade's local stack; regenerated on every `stack up`
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@{HOST}:{s.kafka_controller_port}
-listeners=PLAINTEXT://{HOST}:{s.kafka_port},CONTROLLER://{HOST}:{s.kafka_controller_port}
-advertised.listeners=PLAINTEXT://{HOST}:{s.kafka_port}
-controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
-log.dirs={s.kafka_dir / "data"}
+{secure.listener_properties(s) if s.secure else _plain_listeners(s)}log.dirs={s.kafka_dir / "data"}
 num.partitions=1
 offsets.topic.replication.factor=1
 offsets.topic.num.partitions=1
@@ -43,6 +38,22 @@ group.initial.rebalance.delay.ms=0
 # casscade creates its topics explicitly, with the partitions it wants
 auto.create.topics.enable=false
 """
+
+
+def _plain_listeners(s: StackSettings) -> str:
+    return f"""listeners=PLAINTEXT://{HOST}:{s.kafka_port},CONTROLLER://{HOST}:{s.kafka_controller_port}
+advertised.listeners=PLAINTEXT://{HOST}:{s.kafka_port}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+"""
+
+
+def admin_config(s: StackSettings) -> dict[str, str]:
+    """librdkafka settings of the stack's operator (the admin user on a locked stack)."""
+    if s.secure:
+        return secure.client_config(s, secure.ADMIN)
+    return {"bootstrap.servers": s.bootstrap_servers}
 
 
 def pid_file(s: StackSettings) -> Path:
@@ -81,7 +92,7 @@ def start(s: StackSettings, java: Path) -> int:
         cluster_id = new_cluster_id()
         fmt = subprocess.run(
             _java_cmd(s, java, "kafka.tools.StorageTool", "format", "-t", cluster_id,
-                      "-c", str(conf)),
+                      "-c", str(conf), *(secure.scram_args(s) if s.secure else [])),
             capture_output=True, text=True,
         )
         if fmt.returncode != 0:
@@ -103,8 +114,7 @@ def wait_ready(s: StackSettings, pid: int, timeout_s: float = 90.0) -> None:
     """Block until a metadata request answers; StackError with the log tail otherwise."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": s.bootstrap_servers, "log_level": 0,
-                         "logger": _QuietLogger()})
+    admin = AdminClient(admin_config(s) | {"log_level": 0, "logger": _QuietLogger()})
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not pid_alive(pid):

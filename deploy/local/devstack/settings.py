@@ -54,6 +54,8 @@ class StackSettings:
     # Jars are shared by every stack of one checkout (the fixture generator runs its own).
     lib_root: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    # The locked stack (devstack.secure): Kafka on SASL_SSL with SCRAM users and ACLs.
+    secure: bool = False
 
     @classmethod
     def from_env(cls, state_dir: Path | None = None) -> StackSettings:
@@ -82,6 +84,19 @@ class StackSettings:
         }
         changes.update({attr: env[var] for attr, var in strs.items() if env.get(var)})
         return replace(s, **changes)  # type: ignore[arg-type]
+
+    def secured(self) -> StackSettings:
+        """The locked stack beside this one: its own state directory (secure/) and ports
+        (+100), so both can run at once."""
+        if self.secure:
+            return self
+        return replace(self, secure=True, state_dir=self.state_dir / "secure",
+                       cluster_name=self.cluster_name + "-secure",
+                       kafka_port=self.kafka_port + 100,
+                       kafka_controller_port=self.kafka_controller_port + 100,
+                       cql_port=self.cql_port + 100, storage_port=self.storage_port + 100,
+                       jmx_port=self.jmx_port + 100, connect_port=self.connect_port + 100,
+                       postgres_port=self.postgres_port + 100)
 
     # ---- nodes --------------------------------------------------------------------------
     def node(self, n: int) -> StackSettings:

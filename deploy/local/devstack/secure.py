@@ -1,0 +1,133 @@
+"""The locked stack's doors: Kafka's SASL_SSL listener (SCRAM-SHA-512 users, ACLs on) and
+the users and passwords of each component, kept under <state>/secrets (mode 600)."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from devstack import tls
+from devstack.settings import HOST, StackSettings
+
+ADMIN = "admin"  # the broker's own identity and the stack's operator: a super user
+# Components connect as themselves, with the ACLs `grant_acls` gives them and nothing else.
+USERS = (ADMIN, "publisher", "materializer", "connect")
+MECHANISM = "SCRAM-SHA-512"
+
+
+def secrets_dir(s: StackSettings) -> Path:
+    """Where each user's password file lives."""
+    return s.state_dir / "secrets"
+
+
+def password_file(s: StackSettings, user: str) -> Path:
+    """The file holding `user`'s Kafka password (made on first use)."""
+    path = secrets_dir(s) / f"kafka-{user}.password"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.chmod(0o700)
+        path.write_text(secrets.token_urlsafe(18) + "\n")
+        path.chmod(0o600)
+    return path
+
+
+def password(s: StackSettings, user: str) -> str:
+    """`user`'s Kafka password."""
+    return password_file(s, user).read_text().strip()
+
+
+def scram_args(s: StackSettings) -> list[str]:
+    """`kafka-storage format` arguments that create every user's SCRAM credential (KRaft
+    stores them in the metadata log, so they exist before the broker serves anyone)."""
+    out: list[str] = []
+    for user in USERS:
+        out += ["--add-scram", f"{MECHANISM}=[name={user},password={password(s, user)}]"]
+    return out
+
+
+def listener_properties(s: StackSettings) -> str:
+    """Broker config: clients and brokers on SASL_SSL, the controller on its own loopback
+    listener, the standard authorizer with ACLs (nothing allowed without one)."""
+    files = tls.ensure(s.state_dir)
+    jaas = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
+            f'username="{ADMIN}" password="{password(s, ADMIN)}";')
+    return f"""listeners=SASL_SSL://{HOST}:{s.kafka_port},CONTROLLER://{HOST}:{s.kafka_controller_port}
+advertised.listeners=SASL_SSL://{HOST}:{s.kafka_port}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=SASL_SSL
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
+sasl.enabled.mechanisms={MECHANISM}
+sasl.mechanism.inter.broker.protocol={MECHANISM}
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={jaas}
+ssl.keystore.type=PKCS12
+ssl.keystore.location={files.server_keystore}
+ssl.keystore.password={tls.STORE_PASSWORD}
+ssl.key.password={tls.STORE_PASSWORD}
+ssl.truststore.type=PKCS12
+ssl.truststore.location={files.truststore}
+ssl.truststore.password={tls.STORE_PASSWORD}
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+# admin: the broker itself; ANONYMOUS: the controller listener (loopback, KRaft only)
+super.users=User:{ADMIN};User:ANONYMOUS
+"""
+
+
+def client_config(s: StackSettings, user: str, ca_file: Path | None = None) -> dict[str, str]:
+    """librdkafka settings for `user` through the SASL_SSL door (confluent-kafka)."""
+    return {"bootstrap.servers": s.bootstrap_servers, "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": MECHANISM, "sasl.username": user,
+            "sasl.password": password(s, user),
+            "ssl.ca.location": str(ca_file or tls.ensure(s.state_dir).ca_pem)}
+
+
+def java_client_config(s: StackSettings, user: str) -> dict[str, str]:
+    """The same door for a Java client (Kafka Connect, Spark's Kafka source and sink)."""
+    jaas = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
+            f'username="{user}" password="{password(s, user)}";')
+    return {"security.protocol": "SASL_SSL", "sasl.mechanism": MECHANISM,
+            "sasl.jaas.config": jaas, "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(tls.ensure(s.state_dir).ca_pem)}
+
+
+def acl_plan(prefix: str) -> dict[str, list[tuple[str, str, str, list[str]]]]:
+    """Per user, (resource type, pattern type, name, operations): the least each component
+    needs for the topics under `prefix` (the RUNBOOK's "Security" section lists them)."""
+    raw, schemas = f"{prefix}.raw.", f"{prefix}.schemas"
+    return {
+        # creates the raw topics and the schema topic, writes both (idempotent producer)
+        "publisher": [("TOPIC", "PREFIXED", raw, ["CREATE", "WRITE", "DESCRIBE"]),
+                      ("TOPIC", "LITERAL", schemas, ["CREATE", "WRITE", "DESCRIBE"])],
+        # reads the raw topics and the schemas; creates and writes the event topics, the
+        # dead-letter and Avro schema topics (all under `<prefix>.`); Spark's source uses
+        # consumer groups named spark-kafka-source-*, its own readers read-*
+        "materializer": [("TOPIC", "PREFIXED", f"{prefix}.", ["READ", "DESCRIBE", "CREATE",
+                                                             "WRITE"]),
+                         ("GROUP", "PREFIXED", "spark-kafka-source-", ["READ"]),
+                         ("GROUP", "PREFIXED", "read-", ["READ"])],
+        # a sink reads the event topics and commits in its group connect-<name>
+        "connect": [("TOPIC", "PREFIXED", f"{prefix}.", ["READ", "DESCRIBE"]),
+                    ("GROUP", "PREFIXED", "connect-", ["READ"])],
+    }
+
+
+def grant_acls(s: StackSettings, prefix: str) -> int:
+    """Create the ACLs of `acl_plan(prefix)` as the admin user; returns how many."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    bindings = [AclBinding(ResourceType[rtype], name, ResourcePatternType[ptype],
+                           f"User:{user}", "*", AclOperation[op], AclPermissionType.ALLOW)
+                for user, grants in acl_plan(prefix).items()
+                for rtype, ptype, name, ops in grants for op in ops]
+    admin = AdminClient(client_config(s, ADMIN))
+    for binding, future in admin.create_acls(bindings, request_timeout=30).items():
+        future.result()  # raises with the broker's reason
+        del binding
+    return len(bindings)
