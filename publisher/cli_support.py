@@ -14,11 +14,12 @@ if TYPE_CHECKING:
 
 
 def connect(host: str | list[str], port: int, username: str | None = None,
-            password: str | None = None) -> tuple[Any, Any]:
+            password: str | None = None, ssl_context: Any = None) -> tuple[Any, Any]:
     """A cassandra-driver cluster and its session, or a ClickException naming the host."""
     from shared.cql import make_cluster
 
-    cluster = make_cluster([host] if isinstance(host, str) else host, port, username, password)
+    cluster = make_cluster([host] if isinstance(host, str) else host, port, username, password,
+                           ssl_context=ssl_context)
     try:
         return cluster, cluster.connect()
     except Exception as exc:
@@ -52,6 +53,7 @@ def connect_cassandra(c: CassandraSettings) -> tuple[Any, Any]:
 
     try:
         password = c.resolved_password()
+        context = c.tls()
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
-    return connect(c.contact_points, c.port, c.username, password)
+    return connect(c.contact_points, c.port, c.username, password, context)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from shared.config import ConfigError
+from shared.config import read_secret
+from shared.cql import tls_context
 from shared.http_server import HttpSettings
 from shared.kafka_security import KafkaSecurity, client_settings
 from shared.logs import LogSettings
@@ -39,22 +41,24 @@ class CassandraSettings:
     password: str | None = None  # better: CASSCADE_CASSANDRA__PASSWORD, or password_file
     password_file: Path | None = None  # its first line is the password (read at start)
     schema_file: Path | None = None
+    # client TLS (the node's client_encryption_options): on with `ssl`; the CA to trust
+    # (unset: the system's), an optional client certificate and key (PEM), hostname check
+    ssl: bool = False
+    ssl_ca_file: Path | None = None
+    ssl_cert_file: Path | None = None
+    ssl_key_file: Path | None = None
+    ssl_check_hostname: bool = True
+
+    def tls(self) -> Any:
+        """The ssl.SSLContext these settings describe, or None without `ssl`."""
+        if not self.ssl:
+            return None
+        return tls_context(self.ssl_ca_file, self.ssl_cert_file, self.ssl_key_file,
+                           self.ssl_check_hostname, "cassandra")
 
     def resolved_password(self) -> str | None:
         """The password: `password`, else the first line of `password_file`."""
-        if self.password_file is None:
-            return self.password
-        if self.password is not None:
-            raise ConfigError("cassandra.password and cassandra.password_file are both set: "
-                              "keep one")
-        try:
-            lines = self.password_file.read_text().splitlines()
-        except OSError as exc:
-            raise ConfigError(f"cassandra.password_file {self.password_file}: "
-                              f"{exc.strerror}") from exc
-        if not lines or not lines[0]:
-            raise ConfigError(f"cassandra.password_file {self.password_file} is empty")
-        return lines[0]
+        return read_secret(self.password, self.password_file, "cassandra.password")
 
 
 @dataclass

@@ -157,3 +157,19 @@ def to_dict(config: Any, redact: bool = True) -> dict[str, Any]:
             return _URL_USERINFO.sub(rf"\g<scheme>\g<user>:{REDACTED}@", v)
         return v
     return plain(config)
+
+
+def read_secret(value: str | None, file: Path | None, setting: str) -> str | None:
+    """A secret given as `setting` (`value`) or as the first line of `<setting>_file`; a
+    ConfigError naming the setting if both are set or the file is unreadable or empty."""
+    if file is None:
+        return value
+    if value is not None:
+        raise ConfigError(f"{setting} and {setting}_file are both set: keep one")
+    try:
+        lines = Path(file).read_text().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"{setting}_file {file}: {exc.strerror or exc}") from exc
+    if not lines or not lines[0]:
+        raise ConfigError(f"{setting}_file {file} is empty")
+    return lines[0]

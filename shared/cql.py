@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ssl
+from pathlib import Path
 from typing import Any
+
+from shared.config import ConfigError
 
 
 def make_cluster(hosts: list[str], port: int, username: str | None = None,
@@ -21,3 +25,26 @@ def make_cluster(hosts: list[str], port: int, username: str | None = None,
     auth = PlainTextAuthProvider(username, password) if username else None
     return Cluster(hosts, port=port, protocol_version=5, auth_provider=auth,
                    execution_profiles={EXEC_PROFILE_DEFAULT: profile}, **options)
+
+
+def tls_context(ca_file: Path | None, cert_file: Path | None = None,
+                key_file: Path | None = None, check_hostname: bool = True,
+                section: str = "cassandra") -> ssl.SSLContext:
+    """A client TLS context: trust `ca_file` (else the system's CAs), present `cert_file` +
+    `key_file` if given, check the server's name; ConfigError naming a bad file."""
+    try:
+        ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"{section}.ssl_ca_file {ca_file}: {exc}") from exc
+    ctx.check_hostname = check_hostname
+    if not check_hostname:
+        ctx.verify_mode = ssl.CERT_REQUIRED  # still the CA's: only the name goes unchecked
+    if (cert_file is None) != (key_file is None):
+        raise ConfigError(f"{section}.ssl_cert_file and ssl_key_file go together")
+    if cert_file is not None:
+        try:
+            ctx.load_cert_chain(str(cert_file), str(key_file))
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"{section}.ssl_cert_file {cert_file} / ssl_key_file "
+                              f"{key_file}: {exc}") from exc
+    return ctx

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.config import ConfigError
+from shared.config import ConfigError, read_secret
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _LOGIN_MODULES = {
@@ -39,20 +39,8 @@ class KafkaSecurity:
 
     def password(self) -> str | None:
         """The SASL password: `sasl_password`, else the first line of `sasl_password_file`."""
-        if self.sasl_password_file is None:
-            return self.sasl_password
-        if self.sasl_password is not None:
-            raise ConfigError("kafka.security.sasl_password and sasl_password_file are both "
-                              "set: keep one")
-        try:
-            lines = self.sasl_password_file.read_text().splitlines()
-        except OSError as exc:
-            raise ConfigError(f"kafka.security.sasl_password_file {self.sasl_password_file}: "
-                              f"{exc.strerror or exc}") from exc
-        if not lines or not lines[0]:
-            raise ConfigError(f"kafka.security.sasl_password_file {self.sasl_password_file} "
-                              "is empty")
-        return lines[0]
+        return read_secret(self.sasl_password, self.sasl_password_file,
+                           "kafka.security.sasl_password")
 
     @property
     def sasl(self) -> bool:

@@ -44,14 +44,17 @@ class AgentProcess:
 
     def __init__(self, node: StackSettings, kafka: StackSettings, workdir: Path,
                  prefix: str | None = None, http_port: int = 18100,
-                 host_name: str = "node-1") -> None:
+                 host_name: str = "node-1", sections: dict[str, dict] | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        """`sections` adds settings to the config's sections (security, say); `env` adds
+        to the agent's environment (a password)."""
         self.prefix = prefix or f"t{uuid.uuid4().hex[:8]}"
         self.workdir = workdir
         self.archive = workdir / "archive"
         self.http_port = http_port
         self.config = workdir / "publisher.yaml"
         workdir.mkdir(parents=True, exist_ok=True)
-        self.config.write_text(yaml.safe_dump({
+        config = {
             "kafka": {"bootstrap_servers": kafka.bootstrap_servers, "topic_prefix": self.prefix,
                       "partitions": 3},
             "cassandra": {"contact_points": [node.host], "port": node.cql_port},
@@ -60,7 +63,11 @@ class AgentProcess:
             "node": {"host": host_name, "datacenter": "dc-test"},
             "state": {"path": str(workdir / "state"), "flush_interval_ms": 200},
             "http": {"port": http_port}, "log": {"format": "json", "level": "INFO"},
-        }))
+        }
+        for section, values in (sections or {}).items():
+            config[section] = config.get(section, {}) | values
+        self.config.write_text(yaml.safe_dump(config))
+        self.env = env or {}
         self.proc: subprocess.Popen | None = None
         self.log = workdir / "agent.log"
 
@@ -70,7 +77,7 @@ class AgentProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "casscade.cli", "publisher", "run", "--config",
              str(self.config)], cwd=repo_root(), stdout=out, stderr=out,
-            stdin=subprocess.DEVNULL, start_new_session=True)
+            stdin=subprocess.DEVNULL, start_new_session=True, env=os.environ | self.env)
         out.close()
 
     def wait_serving(self, timeout_s: float = 30) -> None:

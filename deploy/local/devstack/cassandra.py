@@ -13,7 +13,7 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
-from devstack import artifacts
+from devstack import artifacts, secure
 from devstack.process import StackError, pid_alive, read_pid, spawn, stop, tail
 from devstack.process import kill as kill_pid
 from devstack.settings import HOST, StackSettings, repo_root
@@ -102,6 +102,7 @@ def render_yaml(s: StackSettings) -> str:
         commitlog_compression=(
             f"commitlog_compression:\n  - class_name: {s.commitlog_compression}"
             if s.commitlog_compression else "# commitlog_compression: none"),
+        security=secure.cassandra_yaml(s) if s.secure else "# open: no authentication",
     )
 
 
@@ -137,6 +138,8 @@ def server_command(s: StackSettings, java: Path) -> list[str]:
         f"-Dlogback.configurationFile={conf / 'logback.xml'}",
         f"-Dcassandra.jmx.local.port={s.node_jmx_port}",
         "-Dcassandra.skip_wait_for_gossip_to_settle=0",
+        # a locked node makes its default superuser at once, not 10 s after start
+        *(["-Dcassandra.superuser_setup_delay_ms=0"] if s.secure else []),
         "-cp", f"{conf}:{_lib(s)}/*", "org.apache.cassandra.service.CassandraDaemon",
     ]
 
@@ -192,7 +195,12 @@ def wait_ready(s: StackSettings, pid: int, timeout_s: float = 180.0) -> str:
 
 
 def cql_cluster(s: StackSettings, **options: Any) -> Cluster:
-    """A cassandra-driver Cluster with this node as contact point (it finds the others)."""
+    """A cassandra-driver Cluster with this node as contact point (it finds the others); on
+    a locked stack as its superuser, over TLS."""
+    if s.secure:
+        user, password = secure.cassandra_login(s)
+        return make_cluster([s.host], s.cql_port, user, password,
+                            ssl_context=secure.cassandra_tls(s), **options)
     return make_cluster([s.host], s.cql_port, **options)
 
 

@@ -4,6 +4,7 @@ the users and passwords of each component, kept under <state>/secrets (mode 600)
 from __future__ import annotations
 
 import secrets
+import ssl
 from pathlib import Path
 
 from devstack import tls
@@ -20,9 +21,10 @@ def secrets_dir(s: StackSettings) -> Path:
     return s.state_dir / "secrets"
 
 
-def password_file(s: StackSettings, user: str) -> Path:
-    """The file holding `user`'s Kafka password (made on first use)."""
-    path = secrets_dir(s) / f"kafka-{user}.password"
+def password_file(s: StackSettings, user: str, system: str = "kafka") -> Path:
+    """The file holding `user`'s password for `system` (kafka, cassandra), made on first
+    use."""
+    path = secrets_dir(s) / f"{system}-{user}.password"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.parent.chmod(0o700)
@@ -131,3 +133,82 @@ def grant_acls(s: StackSettings, prefix: str) -> int:
         future.result()  # raises with the broker's reason
         del binding
     return len(bindings)
+
+
+# ---- Cassandra ------------------------------------------------------------------------------
+CASSANDRA_SUPERUSER = "cassandra"  # the role a new node makes, with password "cassandra"
+# Component roles and what they may do (the RUNBOOK's "Security" section).
+CASSANDRA_GRANTS = {
+    # the agent reads table definitions only
+    "publisher": ["GRANT SELECT ON KEYSPACE system_schema TO publisher"],
+    # snapshot reads tables, the filler writes its table: an operator's role
+    "operator": ["GRANT SELECT ON ALL KEYSPACES TO operator",
+                 "GRANT MODIFY ON ALL KEYSPACES TO operator",
+                 "GRANT CREATE ON ALL KEYSPACES TO operator"],
+}
+
+
+def cassandra_yaml(s: StackSettings) -> str:
+    """cassandra.yaml lines of a locked node: passwords, permissions, client TLS required."""
+    files = tls.ensure(s.state_dir)
+    return f"""authenticator: PasswordAuthenticator
+authorizer: CassandraAuthorizer
+role_manager: CassandraRoleManager
+client_encryption_options:
+  enabled: true
+  optional: false
+  keystore: {files.server_keystore}
+  keystore_password: {tls.STORE_PASSWORD}
+  store_type: PKCS12
+  require_client_auth: false
+"""
+
+
+def cassandra_password_file(s: StackSettings, role: str) -> Path:
+    """The file holding `role`'s Cassandra password (made on first use)."""
+    return password_file(s, role, "cassandra")
+
+
+def _locked_marker(s: StackSettings) -> Path:
+    return secrets_dir(s) / "cassandra-locked"
+
+
+def cassandra_login(s: StackSettings) -> tuple[str, str]:
+    """The superuser's name and password: the default one until `lock_cassandra` ran."""
+    if _locked_marker(s).exists():
+        return CASSANDRA_SUPERUSER, cassandra_password_file(s, CASSANDRA_SUPERUSER) \
+            .read_text().strip()
+    return CASSANDRA_SUPERUSER, CASSANDRA_SUPERUSER
+
+
+def cassandra_tls(s: StackSettings) -> ssl.SSLContext:
+    """The client TLS context that trusts the stack's CA."""
+    from shared.cql import tls_context
+
+    return tls_context(tls.ensure(s.state_dir).ca_pem)
+
+
+def lock_cassandra(s: StackSettings) -> bool:
+    """On a new locked node: give the superuser a password of its own and make the
+    component roles with their grants; False when done before."""
+    if _locked_marker(s).exists():
+        return False
+    from shared.cql import make_cluster
+
+    cluster = make_cluster([s.host], s.cql_port, CASSANDRA_SUPERUSER, CASSANDRA_SUPERUSER,
+                           ssl_context=cassandra_tls(s))
+    try:
+        session = cluster.connect()
+        for role, grants in CASSANDRA_GRANTS.items():
+            pw = cassandra_password_file(s, role).read_text().strip()
+            session.execute(f"CREATE ROLE IF NOT EXISTS {role} WITH LOGIN = true "
+                            "AND PASSWORD = %s", [pw])
+            for grant in grants:
+                session.execute(grant)
+        new = cassandra_password_file(s, CASSANDRA_SUPERUSER).read_text().strip()
+        session.execute(f"ALTER ROLE {CASSANDRA_SUPERUSER} WITH PASSWORD = %s", [new])
+    finally:
+        cluster.shutdown()
+    _locked_marker(s).write_text("the superuser's password is in "
+                                 f"{cassandra_password_file(s, CASSANDRA_SUPERUSER).name}\n")
+    return True

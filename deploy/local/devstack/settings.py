@@ -87,15 +87,16 @@ class StackSettings:
 
     def secured(self) -> StackSettings:
         """The locked stack beside this one: its own state directory (secure/) and ports
-        (+100), so both can run at once."""
+        (Kafka, Connect, PostgreSQL +100; Cassandra +200, clear of the test ring's +100), so
+        they can all run at once."""
         if self.secure:
             return self
         return replace(self, secure=True, state_dir=self.state_dir / "secure",
                        cluster_name=self.cluster_name + "-secure",
                        kafka_port=self.kafka_port + 100,
                        kafka_controller_port=self.kafka_controller_port + 100,
-                       cql_port=self.cql_port + 100, storage_port=self.storage_port + 100,
-                       jmx_port=self.jmx_port + 100, connect_port=self.connect_port + 100,
+                       cql_port=self.cql_port + 200, storage_port=self.storage_port + 200,
+                       jmx_port=self.jmx_port + 200, connect_port=self.connect_port + 100,
                        postgres_port=self.postgres_port + 100)
 
     # ---- nodes --------------------------------------------------------------------------

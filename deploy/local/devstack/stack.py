@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devstack import artifacts, cassandra, kafka
+from devstack import artifacts, cassandra, kafka, secure
 from devstack.process import StackError, port_in_use, require_free_ports
 from devstack.settings import HOST, MAX_NODES, StackSettings
 
@@ -123,6 +123,9 @@ def start_node(node: StackSettings, java: Path | None = None, log: Log = print,
         log(f"cassandra node {n}: starting (pid {pid}) on {node.host}:{node.cql_port}")
     try:
         version = cassandra.wait_ready(node, pid)
+        if node.secure and node.node_index == 1 and secure.lock_cassandra(node):
+            log(f"cassandra node {n}: locked (superuser password and component roles in "
+                f"{secure.secrets_dir(node)})")
     except StackError:
         if fresh:
             cassandra.shutdown(node, drain=False)

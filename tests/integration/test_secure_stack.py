@@ -1,0 +1,247 @@
+"""The pipeline through locked doors (devstack.secure): Kafka on SASL_SSL with SCRAM-SHA-512
+users and ACLs, Cassandra with PasswordAuthenticator, CassandraAuthorizer and client TLS
+required, one CA made with keytool; no component is a super user.
+
+The publisher agent (`casscade publisher run`) and the materializer connect as their own
+users with configuration alone (passwords from files or the environment, never a flag); the
+events equal Cassandra's SELECT; a wrong password, an untrusted CA, a user without ACLs and
+a client without credentials are refused with a clear error; no secret reaches
+--print-config or a log.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException
+from materializer_harness import (
+    final_rows,
+    materializer_command,
+    oracle_rows,
+    read_events,
+    run_materializer,
+)
+from publisher_harness import AgentProcess
+from test_decode_random_workload import create_workload_tables, run_workload
+
+from devstack import cassandra, kafka, secure, tls
+from devstack import stack as devstack
+from devstack.settings import StackSettings, repo_root
+from publisher.commitlog.schema_source import read_system_schema
+from shared.kafka_topics import TopicCreator
+from shared.schema import catalog_from_json
+
+pytestmark = pytest.mark.integration
+
+PREFIX = f"sec{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture(scope="module")
+def locked(stack: StackSettings) -> Iterator[StackSettings]:
+    """The locked stack beside the open one (Kafka and a Cassandra node of its own), with
+    the components' ACLs for PREFIX; what this module started is stopped after."""
+    s = stack.secured()
+    report = devstack.up(s, log=lambda msg: print(f"[locked] {msg}"))
+    secure.grant_acls(s, PREFIX)
+    try:
+        yield s
+    finally:
+        if report.cassandra_started:
+            cassandra.shutdown(s)
+        if report.kafka_started:
+            kafka.shutdown(s)
+
+
+@pytest.fixture(scope="module")
+def admin_cql(locked: StackSettings):
+    """A session as the locked node's superuser, over TLS."""
+    cluster = cassandra.cql_cluster(locked)
+    yield cluster.connect()
+    cluster.shutdown()
+
+
+def _security_sets(s: StackSettings, user: str) -> list[str]:
+    return ["kafka.security.protocol=SASL_SSL", f"kafka.security.sasl_username={user}",
+            f"kafka.security.ssl_ca_file={tls.ensure(s.state_dir).ca_pem}"]
+
+
+def _raw_count(s: StackSettings, topics: list[str]) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(secure.client_config(s, secure.ADMIN) | {"group.id": "count"})
+    try:
+        total = 0
+        for t in topics:
+            meta = c.list_topics(t, timeout=10).topics.get(t)
+            if meta is None or meta.error is not None:
+                continue
+            total += sum(c.get_watermark_offsets(TopicPartition(t, p), timeout=10)[1]
+                         for p in meta.partitions)
+        return total
+    finally:
+        c.close()
+
+
+def test_the_pipeline_runs_through_the_locked_doors(locked, admin_cql, tmp_path) -> None:
+    ks = f"lk_{uuid.uuid4().hex[:8]}"
+    admin_cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
+                      "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    ca = tls.ensure(locked.state_dir).ca_pem
+    kafka_pw = secure.password(locked, "publisher")
+    agent = AgentProcess(locked, locked, tmp_path / "agent", prefix=PREFIX, http_port=18190,
+                         sections={
+                             "kafka": {"security": {"protocol": "SASL_SSL",
+                                                    "sasl_username": "publisher",
+                                                    "ssl_ca_file": str(ca)}},
+                             "cassandra": {"username": "publisher", "ssl": True,
+                                           "ssl_ca_file": str(ca), "password_file": str(
+                                               secure.cassandra_password_file(locked,
+                                                                              "publisher"))}},
+                         env={"CASSCADE_KAFKA__SECURITY__SASL_PASSWORD": kafka_pw})
+    agent.start()
+    try:
+        agent.wait_serving(60)
+        create_workload_tables(admin_cql, ks)
+        run_workload(admin_cql, ks, 300)
+        topics = [f"{PREFIX}.raw.{ks}.r", f"{PREFIX}.raw.{ks}.ctr"]
+        # published when the count holds still for 5 s (the node syncs CDC every second)
+        last, still = -1, 0.0
+        deadline = time.monotonic() + 180
+        while still < 5 and time.monotonic() < deadline:
+            time.sleep(1)
+            now = _raw_count(locked, topics)
+            still = still + 1 if now == last and now > 0 else 0
+            last = now
+        assert last >= 200, f"the agent published {last} records"
+    finally:
+        assert agent.stop() == 0, agent.log.read_text()[-3000:]
+    agent_log = agent.log.read_text()
+    password = secure.password(locked, "materializer")
+    cmd = materializer_command(locked, PREFIX, tmp_path / "ckpt",
+                               *_security_sets(locked, "materializer"))
+    run_materializer(cmd, tmp_path / "job.log",
+                     env={"CASSCADE_KAFKA__SECURITY__SASL_PASSWORD": password})
+    tables = {t.table: t for t in catalog_from_json(read_system_schema(admin_cql)).values()
+              if t.keyspace == ks}
+    for name in ("r", "ctr"):
+        events = read_events(secure.client_config(locked, secure.ADMIN),
+                             f"{PREFIX}.{ks}.{name}")
+        assert final_rows(events) == oracle_rows(admin_cql, tables[name]), name
+    secrets = [password, kafka_pw,
+               secure.cassandra_password_file(locked, "publisher").read_text().strip()]
+    for text in (agent_log, (tmp_path / "job.log").read_text()):
+        assert not [s for s in secrets if s in text]
+    shown = subprocess.run([*cmd, "--print-config"], capture_output=True, text=True,
+                           cwd=repo_root(), timeout=60,
+                           env={"CASSCADE_KAFKA__SECURITY__SASL_PASSWORD": password,
+                                "PATH": "/usr/bin:/bin"})
+    assert '"sasl_password": "***"' in shown.stdout, shown.stdout + shown.stderr
+    assert password not in shown.stdout + shown.stderr
+
+
+def _cassandra_refusal(locked: StackSettings, tmp_path: Path, **cassandra_section) -> str:
+    """What `casscade publisher run` says when the node refuses it (it exits)."""
+    agent = AgentProcess(locked, locked, tmp_path, prefix=PREFIX, http_port=18191,
+                         sections={"cassandra": cassandra_section})
+    agent.start()
+    assert agent.proc is not None
+    agent.proc.wait(60)
+    return agent.log.read_text()
+
+
+def test_cassandra_refuses_a_client_without_credentials(locked, tmp_path) -> None:
+    said = _cassandra_refusal(locked, tmp_path, ssl=True,
+                              ssl_ca_file=str(tls.ensure(locked.state_dir).ca_pem))
+    assert f"cannot connect to Cassandra at ['{locked.host}']:{locked.cql_port}" in said
+    assert "authentication" in said.lower(), said[-2000:]
+
+
+def test_cassandra_refuses_a_wrong_password(locked, tmp_path) -> None:
+    said = _cassandra_refusal(locked, tmp_path, ssl=True, username="publisher",
+                              password="not-it",
+                              ssl_ca_file=str(tls.ensure(locked.state_dir).ca_pem))
+    assert "cannot connect to Cassandra" in said and "Bad credentials" in said, said[-2000:]
+    assert "not-it" not in said
+
+
+def test_cassandra_with_an_untrusted_ca_is_refused(locked, tmp_path) -> None:
+    said = _cassandra_refusal(locked, tmp_path / "agent", ssl=True, username="publisher",
+                              ssl_ca_file=str(tls.ensure(tmp_path).ca_pem))
+    assert "cannot connect to Cassandra" in said and "CERTIFICATE_VERIFY_FAILED" in said, \
+        said[-2000:]
+
+
+def test_the_publisher_role_may_read_schemas_and_nothing_else(locked, admin_cql) -> None:
+    from cassandra import Unauthorized
+
+    from shared.cql import make_cluster
+
+    cluster = make_cluster([locked.host], locked.cql_port, "publisher",
+                           secure.cassandra_password_file(locked, "publisher").read_text()
+                           .strip(), ssl_context=secure.cassandra_tls(locked))
+    try:
+        session = cluster.connect()
+        assert session.execute("SELECT keyspace_name FROM system_schema.keyspaces").all()
+        with pytest.raises(Unauthorized):
+            session.execute("CREATE KEYSPACE nope WITH replication = "
+                            "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    finally:
+        cluster.shutdown()
+
+
+def _refused(conf: dict[str, str], caplog: pytest.LogCaptureFixture) -> str:
+    """Try to create a raw topic with `conf`; the error lines it logged."""
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="shared.kafka_topics"), \
+            pytest.raises(KafkaException):
+        TopicCreator(conf | {"log_level": 0}, 1, 1, timeout_s=5).ensure(f"{PREFIX}.raw.x.y")
+    return "\n".join(r.getMessage() for r in caplog.records)
+
+
+def test_a_wrong_password_is_refused_with_a_clear_message(locked, caplog) -> None:
+    conf = secure.client_config(locked, "publisher") | {"sasl.password": "not-it"}
+    said = _refused(conf, caplog)
+    assert "Kafka refused the credentials" in said
+    assert f"sasl_ssl://127.0.0.1:{locked.kafka_port}" in said
+    assert "not-it" not in said
+
+
+def test_an_untrusted_certificate_is_refused_with_a_clear_message(locked, caplog,
+                                                                  tmp_path) -> None:
+    other_ca = tls.ensure(tmp_path).ca_pem  # a CA of its own: not the broker's
+    said = _refused(secure.client_config(locked, "publisher", other_ca), caplog)
+    assert "the TLS handshake with Kafka failed" in said
+    assert "certificate verify failed" in said
+
+
+def test_a_user_without_acls_is_refused(locked) -> None:
+    # `connect` may read event topics, not create raw ones
+    with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
+        TopicCreator(secure.client_config(locked, "connect"), 1, 1,
+                     timeout_s=10).ensure(f"{PREFIX}.raw.a.b")
+
+
+def test_plaintext_gets_nothing_from_the_locked_listener(locked) -> None:
+    with pytest.raises(KafkaException):
+        TopicCreator({"bootstrap.servers": locked.bootstrap_servers, "log_level": 0}, 1, 1,
+                     timeout_s=5).ensure(f"{PREFIX}.raw.a.b")
+
+
+def test_print_config_of_the_publisher_hides_the_password(locked) -> None:
+    password = secure.password(locked, "publisher")
+    out = subprocess.run(
+        [sys.executable, "-m", "casscade.cli", "publisher", "run", "--print-config",
+         "--set", "kafka.security.protocol=SASL_SSL",
+         "--set", "kafka.security.sasl_username=publisher"],
+        capture_output=True, text=True, cwd=repo_root(), timeout=60,
+        env={"CASSCADE_KAFKA__SECURITY__SASL_PASSWORD": password, "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert '"sasl_password": "***"' in out.stdout and password not in out.stdout
+    assert Path(secure.password_file(locked, "publisher")).stat().st_mode & 0o077 == 0
