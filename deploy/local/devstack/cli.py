@@ -15,9 +15,17 @@ from devstack.settings import MAX_NODES, StackSettings
 from devstack.spark_cli import spark
 
 
-def _settings(nodes: int | None = None) -> StackSettings:
+def _settings(nodes: int | None = None, locked: bool = False) -> StackSettings:
     s = settings()
-    return replace(s, nodes=nodes) if nodes else s
+    s = replace(s, nodes=nodes) if nodes else s
+    return s.secured() if locked else s
+
+
+_SECURE = click.option(
+    "--secure", "locked", is_flag=True,
+    help="The locked stack beside the open one (state in secure/, Kafka on SASL_SSL "
+         "127.0.0.1:9192 with SCRAM users and ACLs, Cassandra with passwords, permissions "
+         "and client TLS on 127.0.0.1:9242); see deploy/RUNBOOK.md, Security.")
 
 
 def _node(n: int) -> StackSettings:
@@ -54,23 +62,35 @@ def fetch() -> None:
 @click.option("--nodes", type=click.IntRange(1, MAX_NODES), default=None,
               help="Cassandra nodes in the ring (default 1, or CASSCADE_NODES); node n on "
                    "127.0.0.n, started one after another.")
-def up(nodes: int | None) -> None:
+@_SECURE
+def up(nodes: int | None, locked: bool) -> None:
     """Start Kafka and the Cassandra node(s) (what already runs is reused) and wait until
-    each answers and, for a ring, `nodetool status` shows every node UN."""
-    run(stack.up, _settings(nodes))
+    each answers and, for a ring, `nodetool status` shows every node UN. With --secure,
+    the users' passwords are files in <state>/secure/secrets (mode 600)."""
+    s = _settings(nodes, locked)
+    if locked and s.nodes > 1:
+        raise click.UsageError("--secure runs one node (its roles live in system_auth, "
+                               "replicated once)")
+    run(stack.up, s)
+    if locked:
+        from devstack import secure
+
+        click.echo(f"secrets: {secure.secrets_dir(s)}; CA: {s.state_dir / 'tls' / 'ca.pem'}")
 
 
 @dev.command()
-def down() -> None:
+@_SECURE
+def down(locked: bool) -> None:
     """Stop the processes `up` started, by pid file (drains Cassandra first)."""
-    run(stack.down, _settings())
+    run(stack.down, _settings(locked=locked))
 
 
 @dev.command()
-def status() -> None:
+@_SECURE
+def status(locked: bool) -> None:
     """Say what runs where, one line per Cassandra node. Exit code 0 when Kafka and every
     node run, 3 otherwise."""
-    rows = stack.status(_settings())
+    rows = stack.status(_settings(locked=locked))
     for name, desc in rows:
         click.echo(f"{name:10} {desc}")
     services = rows[:-1]  # the last line is the state directory
