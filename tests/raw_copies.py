@@ -23,7 +23,11 @@ def copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
     Returns the number of raw records written; `stats` gets the distinct copy digests
     written and the copies moved to the end."""
     creator = TopicCreator(stack.bootstrap_servers, 3, 1)
-    producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "acks": "all"})
+    # idempotent: a retried batch keeps its place, so the same arguments really give the
+    # same topics (without it, a retry after a fresh topic's NOT_LEADER reordered whole
+    # batches, and runs compared event by event saw different micro-batches)
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "acks": "all",
+                         "enable.idempotence": True})
     topics = sorted(t for t in creator.admin.list_topics(timeout=10).topics
                     if t.startswith(f"{src_prefix}.raw.") or t == f"{src_prefix}.schemas")
     total = 0

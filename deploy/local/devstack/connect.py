@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from devstack import artifacts, kafka
+from devstack import artifacts, kafka, secure
 from devstack.process import StackError, pid_alive, read_pid, spawn, stop, tail
 from devstack.settings import HOST, StackSettings
 
@@ -55,7 +55,15 @@ offset.storage.file.filename={s.connect_dir / "offsets"}
 offset.flush.interval.ms=5000
 plugin.path={plugin_path(s)}
 plugin.discovery=hybrid_warn
-"""
+{_locked(s) if s.secure else ""}"""
+
+
+def _locked(s: StackSettings) -> str:
+    """On the locked stack: the worker and its tasks' clients log in as `connect`."""
+    door = secure.java_client_config(s, "connect")
+    lines = [f"{prefix}{key}={value}" for prefix in ("", "consumer.", "producer.", "admin.")
+             for key, value in door.items()]
+    return "# the locked stack: SASL_SSL as the connect user\n" + "\n".join(lines) + "\n"
 
 
 def fetch(s: StackSettings, log=print) -> None:

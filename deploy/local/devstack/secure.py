@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 import ssl
+import time
 from pathlib import Path
 
 from devstack import tls
@@ -211,4 +212,28 @@ def lock_cassandra(s: StackSettings) -> bool:
         cluster.shutdown()
     _locked_marker(s).write_text("the superuser's password is in "
                                  f"{cassandra_password_file(s, CASSANDRA_SUPERUSER).name}\n")
+    _wait_for_login(s, CASSANDRA_SUPERUSER, new)
     return True
+
+
+def _wait_for_login(s: StackSettings, role: str, password: str, timeout_s: float = 30) -> None:
+    """Block until `role` logs in with `password`: the node caches credentials for
+    credentials_validity (2 s by default), so the old password works for a moment."""
+    from cassandra import AuthenticationFailed
+    from cassandra.cluster import NoHostAvailable
+
+    from shared.cql import make_cluster
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        cluster = make_cluster([s.host], s.cql_port, role, password,
+                               ssl_context=cassandra_tls(s))
+        try:
+            cluster.connect()
+            return
+        except (NoHostAvailable, AuthenticationFailed):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+        finally:
+            cluster.shutdown()
