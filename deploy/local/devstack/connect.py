@@ -90,6 +90,7 @@ def up(s: StackSettings, log=print, timeout_s: float = 120.0) -> bool:
     conf = s.connect_dir / "worker.properties"
     conf.parent.mkdir(parents=True, exist_ok=True)
     conf.write_text(worker_properties(s))
+    conf.chmod(0o600)  # on the locked stack it holds the connect user's password
     lib = artifacts.lib_dir(s.lib_dir, WORKER)
     pid = spawn([str(java), f"-Xms{s.connect_heap}", f"-Xmx{s.connect_heap}",
                  *kafka.JVM_OPTS, "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",

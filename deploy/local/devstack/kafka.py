@@ -87,6 +87,7 @@ def start(s: StackSettings, java: Path) -> int:
     conf = s.kafka_dir / "server.properties"
     conf.parent.mkdir(parents=True, exist_ok=True)
     conf.write_text(server_properties(s))
+    conf.chmod(0o600)  # on the locked stack it holds the admin user's password
     data = s.kafka_dir / "data"
     if not (data / "meta.properties").exists():
         cluster_id = new_cluster_id()
