@@ -11,6 +11,7 @@ from devstack import cassandra, stack
 from devstack.cli_common import run, settings
 from devstack.connect_cli import connect
 from devstack.process import tail
+from devstack.registry_cli import registry
 from devstack.settings import MAX_NODES, StackSettings
 from devstack.spark_cli import spark
 
@@ -136,6 +137,7 @@ def node(n: int, action: str) -> None:
 
 
 dev.add_command(spark)
+dev.add_command(registry)
 dev.add_command(connect)
 
 

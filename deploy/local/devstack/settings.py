@@ -34,6 +34,8 @@ class StackSettings:
     jmx_port: int = 7199
     connect_port: int = 8083  # Kafka Connect's REST API
     postgres_port: int = 5433  # not 5432: leave a system PostgreSQL alone
+    # Apicurio Registry (`stack registry up`); not 8081-8082: Spark's worker UIs use them
+    registry_port: int = 8085
     kafka_heap: str = "512m"
     connect_heap: str = "384m"
     cassandra_heap: str = "1024m"
@@ -73,6 +75,7 @@ class StackSettings:
             "nodes": "CASSCADE_NODES",
             "connect_port": "CASSCADE_CONNECT_PORT",
             "postgres_port": "CASSCADE_POSTGRES_PORT",
+            "registry_port": "CASSCADE_REGISTRY_PORT",
         }
         changes: dict[str, object] = {
             attr: int(env[var]) for attr, var in ints.items() if env.get(var)
@@ -140,6 +143,11 @@ class StackSettings:
     def connect_dir(self) -> Path:
         """The Connect worker's config, offsets, logs and pid file."""
         return self.state_dir / "connect"
+
+    @property
+    def registry_dir(self) -> Path:
+        """The schema registry's pid file, log and transaction object store."""
+        return self.state_dir / "registry"
 
     @property
     def postgres_dir(self) -> Path:
