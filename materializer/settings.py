@@ -104,7 +104,7 @@ class EventsSettings:
     # this as json)
     struct_mode: str = STRUCTS
     # map: a Connect map; json: its JSON text under io.debezium.data.Json (Debezium's JDBC
-    # sink writes a map as PostgreSQL hstore: text only, and it fails on a double quote)
+    # sink writes a map as PostgreSQL hstore: text only, and it failed on random text)
     map_mode: str = MAPS
     # emit: a partition with static values and no rows is a row with null clustering
     # columns, as SELECT shows it; skip: no events for such rows (a relational sink makes

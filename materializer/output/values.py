@@ -10,7 +10,7 @@ map → map, tuple → struct (field1..N, named `io.casscade.Tuple_<types>`), UD
 text under Debezium's `io.debezium.data.Json` name, which Debezium's JDBC sink writes as a
 `json` column (it has no column type for a struct). `maps` mode "json" does the same for a
 map: that sink writes a Connect map as PostgreSQL `hstore`, which needs the hstore extension,
-keeps only text, and (3.4.3) fails on a key or value holding a double quote. Inside JSON text
+keeps only text, and (3.4.3) failed on random text ("Syntax error near ..."). Inside JSON text
 decimals and varints are plain strings. A map with keys that are not strings is, in JSON
 text as in Connect JSON, a list of [key, value] pairs.
 

@@ -38,7 +38,6 @@ pytestmark = pytest.mark.integration
 STATEMENTS = 2_100
 RELATIONAL = yaml.safe_load((repo_root() / "deploy/connect/materializer-relational.yaml")
                             .read_text())["events"]
-SINK_CONFIG = json.loads((repo_root() / "deploy/connect/jdbc-sink-postgres.json").read_text())
 MODES = ValueModes(decimal=RELATIONAL["decimal_mode"], structs=RELATIONAL["struct_mode"],
                    maps=RELATIONAL["map_mode"])
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -93,9 +92,7 @@ def mirrored(sink_stack: StackSettings, cql, tmp_path_factory) -> Iterator[dict[
             for k, v in RELATIONAL.items()]
     run_materializer(materializer_command(s, prefix, work / "ckpt", *sets), work / "job.log")
     name = f"pg-{prefix}"
-    connect.put_connector(s, name, SINK_CONFIG | {
-        "topics.regex": rf"{prefix}\.{ks}\..*", "connection.url": postgres.jdbc_url(s),
-        "connection.username": postgres.USER})
+    connect.put_connector(s, name, connect.sink_config(s, prefix, ks))
     tables = {t.table: t for t in catalog_from_json(read_system_schema(cql)).values()
               if t.keyspace == ks}
     try:

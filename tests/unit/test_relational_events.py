@@ -2,7 +2,7 @@
 
 Debezium's JDBC sink has no column type for a Connect struct (tuples failed with a
 NullPointerException, UDTs with "Failed to resolve column type"), writes a Connect map as
-hstore (failing on a double quote), and makes every key column NOT NULL, which a static-only
+hstore (failing on random text), and makes every key column NOT NULL, which a static-only
 row's null clustering columns cannot fill.
 """
 

@@ -4,6 +4,7 @@ Debezium's JDBC sink on its plugin path, run from Maven Central jars like the br
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -12,7 +13,7 @@ from typing import Any
 
 from devstack import artifacts, kafka, secure
 from devstack.process import StackError, pid_alive, read_pid, spawn, stop, tail
-from devstack.settings import HOST, StackSettings
+from devstack.settings import HOST, StackSettings, repo_root
 
 WORKER = "connect"
 # Each folder under <lib>/connect-plugins is one plugin, loaded in its own class loader.
@@ -134,6 +135,20 @@ def request(s: StackSettings, method: str, path: str, body: Any = None) -> Any:
         detail = exc.read().decode(errors="replace")[:1000]
         raise StackError(f"Kafka Connect {method} {path}: HTTP {exc.code} {detail}") from exc
     return json.loads(raw) if raw else None
+
+
+SINK_CONFIG = "deploy/connect/jdbc-sink-postgres.json"
+
+
+def sink_config(s: StackSettings, prefix: str, keyspace: str) -> dict[str, str]:
+    """deploy/connect/jdbc-sink-postgres.json for the event topics <prefix>.<keyspace>.*,
+    writing into the stack's PostgreSQL."""
+    from devstack import postgres
+
+    config = json.loads((repo_root() / SINK_CONFIG).read_text())
+    return config | {"topics.regex": rf"{re.escape(prefix)}\.{re.escape(keyspace)}\..*",
+                     "connection.url": postgres.jdbc_url(s),
+                     "connection.username": postgres.USER}
 
 
 def put_connector(s: StackSettings, name: str, config: dict[str, str]) -> Any:

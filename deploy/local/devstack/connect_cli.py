@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 import sys
 
 import click
@@ -12,9 +10,6 @@ from devstack import connect as worker
 from devstack import postgres
 from devstack.cli_common import run, settings
 from devstack.process import tail
-from devstack.settings import repo_root
-
-SINK_CONFIG = "deploy/connect/jdbc-sink-postgres.json"
 
 
 @click.group(name="connect")
@@ -81,9 +76,7 @@ def sink(prefix: str, keyspace: str, name: str | None) -> None:
     after it (dots as underscores). Run the materializer with the settings of
     deploy/connect/materializer-relational.yaml for these topics."""
     s = settings()
-    config = json.loads((repo_root() / SINK_CONFIG).read_text())
-    config |= {"topics.regex": rf"{re.escape(prefix)}\.{re.escape(keyspace)}\..*",
-               "connection.url": postgres.jdbc_url(s), "connection.username": postgres.USER}
+    config = worker.sink_config(s, prefix, keyspace)
     name = name or f"pg-{prefix}-{keyspace}"
     run(worker.put_connector, s, name, config)
     click.echo(f"{name}: {config['topics.regex']} -> {postgres.url(s)}")
