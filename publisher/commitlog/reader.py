@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from publisher.commitlog.decoder import MutationDecoder
-from publisher.commitlog.errors import DecodeError, UnknownTableError
+from publisher.commitlog.errors import DecodeError, UnknownColumnError, UnknownTableError
 from publisher.commitlog.model import Mutation
 from publisher.commitlog.schema_source import SchemaSource
 from publisher.commitlog.segment import SegmentReader
@@ -32,7 +32,8 @@ class CommitLogReader:
         self._schema_dirty = False
 
     def allow_refresh(self) -> None:
-        """Let unknown table ids trigger a schema refresh again (e.g. on a retry timer)."""
+        """Let unknown table ids and columns trigger a schema refresh again (e.g. on a retry
+        timer)."""
         self._refreshed_for.clear()
 
     def schema_changed(self) -> None:
@@ -73,19 +74,22 @@ class CommitLogReader:
 
     def _decode(self, segment: SegmentReader, payload: bytes, version: int,
                 start: int) -> Mutation | None:
-        """The slow path after a DecodeError: refresh once for a new unknown table id, then
-        skip (counted) or raise the typed error."""
+        """The slow path after a DecodeError: refresh once for a new unknown table id or
+        column (the schema read may predate the data: a table read while its columns were
+        still arriving on this node), then skip (counted) or raise the typed error."""
         try:
             return self.decoder.decode(payload, version)
         except DecodeError as exc:
-            if exc.error_class is not UnknownTableError or exc.table_id is None:
-                raise exc.error_class(str(segment.path), start,
-                                      f"mutation at {start}: {exc.reason}") from exc
-            if exc.table_id not in self._refreshed_for:
-                self._refreshed_for.add(exc.table_id)
+            stale = (exc.table_id if exc.error_class is UnknownTableError
+                     else exc.reason if exc.error_class is UnknownColumnError else None)
+            if stale is not None and stale not in self._refreshed_for:
+                self._refreshed_for.add(stale)
                 if self.schema.refresh():
                     self.decoder.forget()
                     return self._decode(segment, payload, version, start)
+            if exc.error_class is not UnknownTableError or exc.table_id is None:
+                raise exc.error_class(str(segment.path), start,
+                                      f"mutation at {start}: {exc.reason}") from exc
             if self.skip_unknown:
                 self.skipped[exc.table_id] += 1
                 self.skipped_at.append((str(segment.path), start, exc.table_id))

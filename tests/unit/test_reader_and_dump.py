@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from casscade.cli import cli
-from publisher.commitlog.errors import UnknownTableError
+from publisher.commitlog.errors import UnknownColumnError, UnknownTableError
 from publisher.commitlog.reader import CommitLogReader
 from shared.schema import TableSchema, catalog_from_json
 
@@ -108,3 +109,31 @@ def test_dump_unknown_table_fails_with_file_and_offset(tmp_path: Path) -> None:
 def test_dump_needs_exactly_one_schema_source() -> None:
     result = CliRunner().invoke(cli, ["publisher", "dump", str(SEGMENT)])
     assert result.exit_code == 2 and "exactly one of --schema" in result.output
+
+
+class _Incomplete(_Source):
+    """Knows every table, but until its first refresh each fx table lacks its regular
+    columns: a schema read while a new table's columns were still reaching the node (seen
+    on the test ring: the agent then stopped on the segment until it restarted)."""
+
+    def table(self, table_id: uuid.UUID) -> TableSchema | None:
+        t = self.all.get(table_id)
+        if t is None or t.keyspace != "fx" or self.refreshes > 0:
+            return t
+        return replace(t, columns=tuple(c for c in t.columns if c.kind != "regular"))
+
+
+def test_an_unknown_column_triggers_one_refresh_then_decodes() -> None:
+    source = _Incomplete(know_fx_after=0)
+    mutations = list(CommitLogReader(source).read(SEGMENT))
+    assert source.refreshes == 1
+    assert any(m.keyspace == "fx" for m in mutations)
+
+
+def test_still_unknown_column_after_refresh_is_a_typed_error() -> None:
+    class Never(_Incomplete):
+        def refresh(self) -> bool:
+            return False  # Cassandra does not answer: the cached (incomplete) schema stays
+
+    with pytest.raises(UnknownColumnError, match="has no column"):
+        list(CommitLogReader(Never(know_fx_after=0)).read(SEGMENT))
