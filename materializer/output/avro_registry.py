@@ -58,15 +58,18 @@ class ConfluentRegistry:
     def register(self, subject: str, schema: Any) -> int:
         """The registry's id of `schema` under `subject` (registering it if new)."""
         body = json.dumps({"schema": json.dumps(schema), "schemaType": "AVRO"}).encode()
-        where = f"{self.url}/subjects/{urllib.request.quote(subject, safe='')}/versions"
+        subject_path = f"{self.url}/subjects/{urllib.request.quote(subject, safe='')}"
         for attempt in range(1, self.attempts + 1):
-            req = urllib.request.Request(where, data=body, method="POST", headers={
-                "Content-Type": _REGISTRY_TYPE, "Accept": _REGISTRY_TYPE})
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                    return int(json.load(resp)["id"])
+                return self._post(f"{subject_path}/versions", body)
             except urllib.error.HTTPError as exc:
                 detail = exc.read().decode(errors="replace")[:500]
+                if exc.code == 409:
+                    # Incompatible, or (Apicurio) another worker registered the subject's
+                    # first version a moment ago: if the schema is there now, that is its id.
+                    found = self._lookup(subject_path, body)
+                    if found is not None:
+                        return found
                 if exc.code < 500:  # incompatible or malformed: retrying cannot help
                     raise RegistryError(f"schema registry {self.url} refused subject "
                                         f"{subject!r}: HTTP {exc.code} {detail}") from exc
@@ -79,6 +82,22 @@ class ConfluentRegistry:
             time.sleep(min(2.0 ** attempt * 0.1, 5.0))
         raise RegistryError(f"schema registry {self.url} unreachable for subject {subject!r} "
                             f"after {self.attempts} attempts: {failure}")
+
+    def _post(self, where: str, body: bytes) -> int:
+        req = urllib.request.Request(where, data=body, method="POST", headers={
+            "Content-Type": _REGISTRY_TYPE, "Accept": _REGISTRY_TYPE})
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+            return int(json.load(resp)["id"])
+
+    def _lookup(self, subject_path: str, body: bytes) -> int | None:
+        """The id of this schema under the subject (POST /subjects/{subject}); None if the
+        subject does not hold it."""
+        try:
+            return self._post(subject_path, body)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise
 
     def header(self, subject: str, schema: Any) -> bytes:
         """Confluent wire format header: magic byte 0 + 4-byte big-endian schema id."""

@@ -1,11 +1,16 @@
-"""casscade's JSON events through Kafka Connect and Debezium's own JDBC sink into PostgreSQL.
+"""casscade's events through Kafka Connect and Debezium's own JDBC sink into PostgreSQL,
+as JSON and as Avro through the real schema registry.
 
 A randomized workload over every CQL type (decimals of up to 21 significant digits, varints
 beyond 64 bits, tuples, UDTs, maps, static columns, row, range and partition deletes, TTLs)
 runs on the real node; the publisher and the materializer (with the relational settings of
 deploy/connect/materializer-relational.yaml) turn it into event topics; a real Connect worker
 runs the sink with deploy/connect/jdbc-sink-postgres.json; at the end every PostgreSQL table
-equals Cassandra's SELECT, row for row and value for value.
+equals Cassandra's SELECT, row for row and value for value. The workload runs twice, into
+two keyspaces: once with JSON events, once with Avro events registered with the stack's
+Apicurio registry (Confluent wire format) and read by the sink through Apicurio's
+AvroConverter (deploy/connect/avro-apicurio-converters.json); Confluent's own registry
+client and Avro deserializer read every Avro event too, across the ALTER TABLE.
 """
 
 from __future__ import annotations
@@ -22,15 +27,24 @@ from typing import Any
 import psycopg
 import pytest
 import yaml
-from materializer_harness import materializer_command, publish_new_cdc, run_materializer
-from reference import cdc_offsets
+from materializer_harness import (
+    avro_as_json,
+    final_rows,
+    materializer_command,
+    oracle_rows,
+    publish_new_cdc,
+    run_materializer,
+)
+from reference import cdc_offsets, settled_offsets
 from test_decode_random_workload import create_workload_tables, run_workload
 
-from devstack import connect, postgres
+from devstack import connect, postgres, registry
 from devstack.settings import StackSettings, repo_root
+from materializer.output.envelope import EnvelopeWriter
 from materializer.output.values import ValueModes, to_connect
 from publisher.commitlog.schema_source import read_system_schema
 from shared.cqltype import CqlType
+from shared.kafka_topics import read_to_end
 from shared.schema import TableSchema, catalog_from_json
 
 pytestmark = pytest.mark.integration
@@ -62,9 +76,18 @@ def sink_stack(stack: StackSettings) -> Iterator[StackSettings]:
 
 
 @pytest.fixture(scope="module")
-def mirrored(sink_stack: StackSettings, cql, tmp_path_factory) -> Iterator[dict[str, Any]]:
+def registry_up(stack: StackSettings) -> Iterator[StackSettings]:
+    """The stack's schema registry (built if needed); stopped after if started here."""
+    started = registry.up(stack, log=lambda msg: print(f"[registry] {msg}"))
+    try:
+        yield stack
+    finally:
+        if started:
+            registry.down(stack)
+
+
+def _mirror(s: StackSettings, cql, work, avro: bool) -> Iterator[dict[str, Any]]:
     """The workload written to Cassandra, materialized and sunk into PostgreSQL."""
-    s = sink_stack
     ks = f"sink_{uuid.uuid4().hex[:8]}"
     cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
                 "{'class': 'SimpleStrategy', 'replication_factor': 1}")
@@ -77,22 +100,29 @@ def mirrored(sink_stack: StackSettings, cql, tmp_path_factory) -> Iterator[dict[
     for i, (d, v) in enumerate(EXACT):  # outside the workload's keys: they stay
         cql.execute(f"INSERT INTO {ks}.r (p1, p2, c1, c2, v_decimal, v_varint) "
                     f"VALUES ({100 + i}, 'exact', 0, 'x', {d}, {v})")
-    # a column added mid-stream: the sink widens its table (schema.evolution=basic)
+    (work / "statements.cql").write_text(";\n".join(executed) + ";\n")
+    prefix = f"k{uuid.uuid4().hex[:8]}"
+    # published before the ALTER, as a live agent would: these records name version 1
+    published = publish_new_cdc(s, cql, before, prefix, work / "before-alter")
+    altered = settled_offsets(s.cdc_raw_dir)
+    # a column added mid-stream: the sink widens its table (schema.evolution=basic); with
+    # Avro the table's value schema gets a second, compatible version in the registry
     cql.execute(f"ALTER TABLE {ks}.r ADD v_added text")
     for i in range(3):
         cql.execute(f"INSERT INTO {ks}.r (p1, p2, c1, c2, v_added, v_int) "
                     f"VALUES ({200 + i}, 'added', 0, 'x', 'new {i}', {i})")
     cql.execute(f"UPDATE {ks}.r SET v_added = 'later' WHERE p1 = 0 AND p2 = 'a' AND c1 = 0 "
                 f"AND c2 = 'x'")
-    work = tmp_path_factory.mktemp("sink")
-    (work / "statements.cql").write_text(";\n".join(executed) + ";\n")
-    prefix = f"k{uuid.uuid4().hex[:8]}"
-    assert publish_new_cdc(s, cql, before, prefix, work) >= 2000
+    published += publish_new_cdc(s, cql, altered, prefix, work / "after-alter",
+                                 from_before=True)
+    assert published >= 2000
     sets = [f"events.{k}={str(v).lower() if isinstance(v, bool) else v}"
             for k, v in RELATIONAL.items()]
+    if avro:
+        sets += ["events.format=avro", f"events.schema_registry_url={registry.url(s)}"]
     run_materializer(materializer_command(s, prefix, work / "ckpt", *sets), work / "job.log")
     name = f"pg-{prefix}"
-    connect.put_connector(s, name, connect.sink_config(s, prefix, ks))
+    connect.put_connector(s, name, connect.sink_config(s, prefix, ks, avro=avro))
     tables = {t.table: t for t in catalog_from_json(read_system_schema(cql)).values()
               if t.keyspace == ks}
     try:
@@ -100,6 +130,24 @@ def mirrored(sink_stack: StackSettings, cql, tmp_path_factory) -> Iterator[dict[
     finally:
         connect.delete_connector(s, name)
         cql.execute(f"DROP KEYSPACE {ks}")
+
+
+@pytest.fixture(scope="module")
+def mirrored_json(sink_stack, cql, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    """The workload through JSON events (schemas in every message)."""
+    yield from _mirror(sink_stack, cql, tmp_path_factory.mktemp("json"), avro=False)
+
+
+@pytest.fixture(scope="module")
+def mirrored_avro(sink_stack, registry_up, cql, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    """The workload through Avro events and the stack's registry."""
+    yield from _mirror(sink_stack, cql, tmp_path_factory.mktemp("avro"), avro=True)
+
+
+@pytest.fixture(params=["json", "avro"])
+def mirrored(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Each event format's run, in turn."""
+    return request.getfixturevalue(f"mirrored_{request.param}")
 
 
 def _pg_table(m: dict[str, Any], table: str) -> str:
@@ -258,3 +306,102 @@ def test_the_sink_made_the_columns_the_relational_settings_promise(mirrored) -> 
     assert types["v_blob"] == "bytea" and types["v_timestamp"].startswith("timestamp")
     not_null = {name for name, _, nullable in rows if nullable == "NO"}
     assert not_null == {"p1", "p2", "c1", "c2"}
+
+
+def _deserialize(m: dict[str, Any]) -> tuple[Any, Any]:
+    """Confluent's registry client and Avro deserializer, pointed at the stack's registry."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+
+    client = SchemaRegistryClient({"url": registry.url(m["s"])})
+    return client, AvroDeserializer(client)
+
+
+def _avro_events(m: dict[str, Any], name: str) -> list[tuple[int, int, dict, dict | None, int]]:
+    """Every record of table `name`'s event topic, decoded through the registry by
+    Confluent's deserializer, in the events' JSON form: (partition, offset, key, value or
+    None, the value's schema id or 0)."""
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    _client, deserializer = _deserialize(m)
+    topic = f"{m['prefix']}.{m['ks']}.{name}"
+    writer = EnvelopeWriter(m["tables"][name], "casscade", False, MODES)
+    out = []
+    for msg in read_to_end(m["s"].bootstrap_servers, topic):
+        assert msg.key()[:1] == b"\x00", f"{topic}@{msg.offset()}: no Confluent wire format"
+        key = deserializer(msg.key(), SerializationContext(topic, MessageField.KEY))
+        if msg.value() is None:  # the tombstone after a delete
+            out.append((msg.partition(), msg.offset(), avro_as_json(key, writer.key_schema),
+                        None, 0))
+            continue
+        value = deserializer(msg.value(), SerializationContext(topic, MessageField.VALUE))
+        out.append((msg.partition(), msg.offset(), avro_as_json(key, writer.key_schema),
+                    avro_as_json(value, writer.value_schema),
+                    int.from_bytes(msg.value()[1:5], "big")))
+    return out
+
+
+def test_a_registry_aware_consumer_decodes_every_avro_event(mirrored_avro, cql) -> None:
+    """Every key and value of every table decodes through the real registry with
+    Confluent's own client; the last event of each key equals Cassandra's SELECT."""
+    m = mirrored_avro
+    decoded = 0
+    for name, table in m["tables"].items():
+        events = _avro_events(m, name)
+        decoded += len(events)
+        got = final_rows([e[:4] for e in events])
+        want = {k: row for k, row in oracle_rows(cql, table, MODES).items()
+                if all(row[c.name] is not None for c in table.clustering)}
+        assert len(want) >= 5, f"{name}: the workload left too few rows to compare"
+        assert sum(e[3] is not None for e in events) > len(want)  # rows changed, not only put
+        differ = sorted(k for k in got.keys() | want.keys() if got.get(k) != want.get(k))
+        assert not differ, (f"{name}: {len(differ)} keys differ, e.g. {differ[0]}: "
+                            f"{got.get(differ[0])} != {want.get(differ[0])}")
+    print(f"[registry] {decoded} Avro records decoded through {registry.url(m['s'])}")
+
+
+def _row_fields(schema_str: str) -> set[str]:
+    """The column names of the row record (`...Value`) of an envelope's Avro schema."""
+    def find(node: Any) -> set[str] | None:
+        if isinstance(node, list):
+            return next((f for f in map(find, node) if f is not None), None)
+        if isinstance(node, dict):
+            if node.get("type") == "record" and str(node.get("name")).endswith(".Value"):
+                return {f["name"] for f in node["fields"]}
+            return next((f for f in map(find, node.values()) if f is not None), None)
+        return None
+
+    fields = find(json.loads(schema_str))
+    assert fields is not None, f"no row record in {schema_str[:300]}"
+    return fields
+
+
+def test_an_added_column_is_a_new_compatible_schema_that_later_events_use(
+        mirrored_avro) -> None:
+    """ALTER TABLE ADD gave the table's value subject a second schema (accepted under the
+    registry's BACKWARD rule); rows written before it carry the first schema's id, rows
+    written after it the second's. (One micro-batch holds both: which registers first
+    depends on which key a worker renders first; either order is BACKWARD compatible.)"""
+    m = mirrored_avro
+    client, _ = _deserialize(m)
+    subject = f"{m['prefix']}.{m['ks']}.r-value"
+    assert client.get_compatibility() == "BACKWARD"
+    # Python workers racing to register may leave Apicurio with repeated versions of one
+    # content (test_registry): count the distinct schemas
+    versions = [client.get_version(subject, v) for v in client.get_versions(subject)]
+    fields = {v.schema_id: _row_fields(v.schema.schema_str) for v in versions}
+    assert len(fields) == 2, [(v.version, v.schema_id) for v in versions]
+    old_id, = (i for i, f in fields.items() if "v_added" not in f)
+    new_id, = (i for i, f in fields.items() if "v_added" in f)
+    assert fields[new_id] == fields[old_id] | {"v_added"}
+    last: dict[tuple, tuple[dict | None, int]] = {}
+    for _p, _o, key, value, schema_id in sorted(_avro_events(m, "r"), key=lambda e: e[:2]):
+        if value is not None:
+            last[(key["p1"], key["p2"])] = (value["after"], schema_id)
+    for i in range(len(EXACT)):  # written before the ALTER, never after
+        assert last[(100 + i, "exact")][1] == old_id
+    for i in range(3):  # written after it
+        after, schema_id = last[(200 + i, "added")]
+        assert schema_id == new_id and after["v_added"] == f"new {i}"
+    after, schema_id = last[(0, "a")]
+    assert schema_id == new_id and after["v_added"] == "later"

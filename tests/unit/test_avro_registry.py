@@ -1,8 +1,9 @@
 """ConfluentRegistry's side of the registry REST contract, against an in-process HTTP server.
 
 This checks what casscade sends and how it reads the answers (the documented Confluent API:
-POST /subjects/{subject}/versions → {"id": N}); it is no substitute for a run against a real
-registry, which this machine cannot start (see the README's Avro section).
+POST /subjects/{subject}/versions → {"id": N}), and the retry on a 5xx that a real registry
+does not give on demand. The real registry (Apicurio, `stack registry`) is met by
+tests/integration/test_registry.py and test_connect_sink.py.
 """
 
 from __future__ import annotations
@@ -28,8 +29,15 @@ class _Registry(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.seen.append((self.path, self.headers["Content-Type"], body))
-        subject = self.path.split("/")[2]
-        if subject == "bad-value":
+        parts = self.path.split("/")
+        subject, lookup = parts[2], len(parts) == 3  # POST /subjects/{s}: is it there?
+        if lookup:
+            if subject == "raced-value":
+                self._answer(200, {"subject": subject, "version": 1, "id": 7})
+            else:
+                self._answer(404, {"error_code": 40403, "message": "schema not found"})
+        elif subject in ("bad-value", "raced-value"):
+            # raced: Apicurio's answer when another writer created the subject just now
             self._answer(409, {"error_code": 409, "message": "incompatible schema"})
         elif self.failures_left.get(subject, 0) > 0:
             self.failures_left[subject] -= 1
@@ -75,7 +83,15 @@ def test_header_is_magic_byte_and_big_endian_id(registry: str) -> None:
 def test_refusal_names_the_subject_and_is_not_retried(registry: str) -> None:
     with pytest.raises(RegistryError, match=r"refused subject 'bad-value': HTTP 409"):
         ConfluentRegistry(registry).register("bad-value", SCHEMA)
-    assert len(_Registry.seen) == 1
+    # one registration, one lookup of the schema under the subject, no retry
+    assert [path for path, _, _ in _Registry.seen] == ["/subjects/bad-value/versions",
+                                                       "/subjects/bad-value"]
+
+
+def test_a_conflict_with_the_schema_already_there_is_its_id(registry: str) -> None:
+    assert ConfluentRegistry(registry).register("raced-value", SCHEMA) == 7
+    (_, _, lookup), = [s for s in _Registry.seen if s[0] == "/subjects/raced-value"]
+    assert json.loads(lookup["schema"]) == SCHEMA
 
 
 def test_server_errors_are_retried(registry: str) -> None:

@@ -1,5 +1,6 @@
 """A Kafka Connect worker on loopback (standalone mode, REST on 127.0.0.1:8083) with
-Debezium's JDBC sink on its plugin path, run from Maven Central jars like the broker."""
+Debezium's JDBC sink and Apicurio's converters on its plugin path, run from Maven Central
+jars like the broker."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from devstack.settings import HOST, StackSettings, repo_root
 
 WORKER = "connect"
 # Each folder under <lib>/connect-plugins is one plugin, loaded in its own class loader.
-PLUGINS = ("connect-plugins/debezium-jdbc",)
+PLUGINS = ("connect-plugins/debezium-jdbc", "connect-plugins/apicurio-converter")
 JDBC_SINK = "io.debezium.connector.jdbc.JdbcSinkConnector"
 
 
@@ -138,14 +139,21 @@ def request(s: StackSettings, method: str, path: str, body: Any = None) -> Any:
 
 
 SINK_CONFIG = "deploy/connect/jdbc-sink-postgres.json"
+AVRO_CONVERTERS = "deploy/connect/avro-apicurio-converters.json"
 
 
-def sink_config(s: StackSettings, prefix: str, keyspace: str) -> dict[str, str]:
+def sink_config(s: StackSettings, prefix: str, keyspace: str,
+                avro: bool = False) -> dict[str, str]:
     """deploy/connect/jdbc-sink-postgres.json for the event topics <prefix>.<keyspace>.*,
-    writing into the stack's PostgreSQL."""
-    from devstack import postgres
+    writing into the stack's PostgreSQL; `avro`: with the converters of
+    deploy/connect/avro-apicurio-converters.json reading through the stack's registry."""
+    from devstack import postgres, registry
 
     config = json.loads((repo_root() / SINK_CONFIG).read_text())
+    if avro:
+        converters = json.loads((repo_root() / AVRO_CONVERTERS).read_text())
+        config |= {k: registry.api_url(s) if k.endswith(".apicurio.registry.url") else v
+                   for k, v in converters.items()}
     return config | {"topics.regex": rf"{re.escape(prefix)}\.{re.escape(keyspace)}\..*",
                      "connection.url": postgres.jdbc_url(s),
                      "connection.username": postgres.USER}

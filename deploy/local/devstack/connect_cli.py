@@ -15,11 +15,12 @@ from devstack.process import tail
 @click.group(name="connect")
 def connect() -> None:
     """Kafka Connect (standalone worker, REST on 127.0.0.1:8083) with Debezium's JDBC sink
-    on its plugin path, and a PostgreSQL server (127.0.0.1:5433, database and superuser
-    `casscade`, trusted on loopback, with hstore) to sink into.
+    and Apicurio's Avro converter on its plugin path, and a PostgreSQL server
+    (127.0.0.1:5433, database and superuser `casscade`, trusted on loopback, with hstore) to
+    sink into.
 
     The jars come from Maven Central like the rest of the stack (<lib>/connect and
-    <lib>/connect-plugins/debezium-jdbc); PostgreSQL is the system's (Debian:
+    <lib>/connect-plugins/{debezium-jdbc,apicurio-converter}); PostgreSQL is the system's (Debian:
     postgresql + postgresql-contrib). State: .casscade/connect/ (worker.properties, offsets,
     logs) and .casscade/postgres/ (data, logs). Ports: CASSCADE_CONNECT_PORT,
     CASSCADE_POSTGRES_PORT. Kafka must be up (`stack up`).
@@ -70,13 +71,18 @@ def status() -> None:
               help="The materializer's kafka.topic_prefix.")
 @click.option("--keyspace", required=True, help="Sink every event topic of this keyspace.")
 @click.option("--name", default=None, help="Connector name (default pg-<prefix>-<keyspace>).")
-def sink(prefix: str, keyspace: str, name: str | None) -> None:
+@click.option("--avro", is_flag=True,
+              help="The events are Avro through the stack's registry (the materializer's "
+                   "events.format=avro, events.schema_registry_url=<stack registry url>): "
+                   "read them with Apicurio's AvroConverter "
+                   "(deploy/connect/avro-apicurio-converters.json).")
+def sink(prefix: str, keyspace: str, name: str | None, avro: bool) -> None:
     """Register Debezium's JDBC sink (deploy/connect/jdbc-sink-postgres.json) for the event
     topics <prefix>.<keyspace>.* into the stack's PostgreSQL; one table per topic, named
     after it (dots as underscores). Run the materializer with the settings of
     deploy/connect/materializer-relational.yaml for these topics."""
     s = settings()
-    config = worker.sink_config(s, prefix, keyspace)
+    config = worker.sink_config(s, prefix, keyspace, avro=avro)
     name = name or f"pg-{prefix}-{keyspace}"
     run(worker.put_connector, s, name, config)
     click.echo(f"{name}: {config['topics.regex']} -> {postgres.url(s)}")

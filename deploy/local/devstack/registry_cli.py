@@ -18,7 +18,7 @@ def registry() -> None:
     ~210 MB into a cold local Maven repo, ~9 s offline after; skipped until
     deploy/local/maven/apicurio changes). Starts in ~3 s, RSS ~260 MB.
 
-    Confluent-compatible API, for casscade's avro_registry.url and Confluent clients:
+    Confluent-compatible API, for casscade's events.schema_registry_url and Confluent clients:
     http://127.0.0.1:8085/apis/ccompat/v7 (ids there are Apicurio content ids). Apicurio's
     own API, for its Kafka Connect converter: http://127.0.0.1:8085/apis/registry/v2.
     New versions of a subject must be BACKWARD compatible, as in Confluent's registry.
