@@ -17,8 +17,8 @@ $(VENV)/.installed: pyproject.toml deploy/local/pyproject.toml
 venv: $(VENV)/.installed  ## create .venv with casscade and its dev tools
 
 NODES ?= 1
-demo: venv  ## start the local stack, run the demo workload, show what comes out (NODES=3: a ring at RF=3)
-	$(PY) deploy/local/demo.py --nodes $(NODES)
+demo: venv  ## start the local stack, run the demo workload, show what comes out (NODES=3: a ring at RF=3; SECURE=1: the locked stack)
+	$(PY) deploy/local/demo.py --nodes $(NODES) $(if $(SECURE),--secure)
 
 test: venv  ## the whole suite: unit tests, then integration tests on the real stack
 	$(PY) -m pytest --durations=40 tests/unit tests/integration

@@ -10,6 +10,11 @@ cdc_raw holds only the demo's writes; it is stopped at the end. State lives unde
 `--nodes 3` (`make demo NODES=3`) runs a ring of three nodes instead (127.0.0.1-3, port
 19242, .casscade/demo/ring3) at RF=3 with a publisher per node: every change then reaches
 the raw topic three times, once from each replica, and comes out as one event.
+
+`--secure` (`make demo SECURE=1`) runs it on the locked stack (`stack up --secure`: Kafka
+on SASL_SSL with ACLs, the demo's node with passwords, permissions and client TLS): the
+agent logs in as `publisher`, the job as `materializer`, each with configuration alone
+(passwords in files or the environment, never on a command line). One node only.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import yaml
 from cassandra.util import SortedSet
 from confluent_kafka import Consumer, TopicPartition
 
-from devstack import cassandra, stack
+from devstack import cassandra, secure, stack, tls
 from devstack.settings import StackSettings, repo_root
 from materializer.spark.processor import STATE_LAYOUT
 from shared.kafka_topics import read_to_end
@@ -58,21 +63,34 @@ NODE_PORTS = {"cql_port": 19242, "storage_port": 17200, "jmx_port": 17399}
 # one prefix per ring size: a ring's table is another table (another id) than a node's
 PREFIX = "demo"
 RAW_TOPIC = EVENT_TOPIC = ""
+KAFKA: dict[str, str] = {}  # the demo's own Kafka clients (the admin on the locked stack)
+# the stack whose Kafka the demo uses (its passwords and CA); the demo's nodes are its own
+BROKER: StackSettings  # set by main()
 
 
 def main() -> None:
     """Run the pipeline end to end and print the change events."""
-    global PREFIX, RAW_TOPIC, EVENT_TOPIC
+    global PREFIX, RAW_TOPIC, EVENT_TOPIC, KAFKA, BROKER
     nodes = int(sys.argv[sys.argv.index("--nodes") + 1]) if "--nodes" in sys.argv else 1
-    if nodes not in (1, 3):
-        sys.exit("demo: --nodes is 1 or 3")
+    locked = "--secure" in sys.argv
+    if nodes not in (1, 3) or (locked and nodes != 1):
+        sys.exit("demo: --nodes is 1 or 3 (1 with --secure)")
     PREFIX = "demo" if nodes == 1 else f"demo-ring{nodes}"
     RAW_TOPIC, EVENT_TOPIC = f"{PREFIX}.raw.demo.customers", f"{PREFIX}.demo.customers"
     base = StackSettings.from_env()
+    if locked:
+        base = base.secured()
     work = base.state_dir / "demo"
     work.mkdir(parents=True, exist_ok=True)
-    print("== 1. local stack (Kafka + Cassandra with CDC), started from Maven Central jars")
+    print("== 1. local stack (Kafka + Cassandra with CDC), started from Maven Central jars"
+          + (", locked (SASL_SSL + ACLs; passwords + TLS)" if locked else ""))
     stack.up(base)
+    BROKER = base
+    KAFKA = ({"bootstrap.servers": base.bootstrap_servers} if not locked
+             else secure.client_config(base, secure.ADMIN))
+    if locked:
+        print(f"   ACLs for the components under {PREFIX}.: "
+              f"{secure.grant_acls(base, PREFIX)} bindings")
     node_dir = work / ("node" if nodes == 1 else f"ring{nodes}")
     cluster = "casscade-demo" if nodes == 1 else f"casscade-demo{nodes}"
     s = replace(base, state_dir=node_dir, cluster_name=cluster, nodes=nodes, **NODE_PORTS)
@@ -82,7 +100,9 @@ def main() -> None:
     finally:
         for node in reversed(s.all_nodes()):
             cassandra.shutdown(node, drain=False)
-    print("\nThe stack keeps running: `deploy/local/stack status`, `make down` to stop it.")
+    flag = " --secure" if locked else ""
+    print(f"\nThe stack keeps running: `deploy/local/stack status{flag}`, "
+          f"`deploy/local/stack down{flag}` to stop it.")
 
 
 def _pipeline(s: StackSettings, work: Path) -> None:
@@ -129,7 +149,7 @@ def _pipeline(s: StackSettings, work: Path) -> None:
           f"(logs: {work}/publisher*.log)")
     if s.nodes > 1:
         hosts = Counter(read_row_update(m.value())["source"]["host"] for m in read_to_end(
-            s.bootstrap_servers, RAW_TOPIC, start=raw_before))
+            KAFKA, RAW_TOPIC, start=raw_before))
         print("   one copy of each change from every replica: " + ", ".join(
             f"{host} {n}" for host, n in sorted(hosts.items())))
 
@@ -141,12 +161,14 @@ def _pipeline(s: StackSettings, work: Path) -> None:
            # a new state layout needs a new checkpoint (materializer.spark.processor.STATE_LAYOUT)
            "--set", f"spark.checkpoint={work / f'checkpoint-v{STATE_LAYOUT}'}",
            "--set", "log.format=text",
-           "--set", "http.port=0"]
+           "--set", "http.port=0",
+           *(f for k, v in _kafka_door("materializer").items()
+             for f in ("--set", f"kafka.security.{k}={v}"))]
     log_path = work / "materializer.log"
     start = log_path.stat().st_size if log_path.exists() else 0
     with log_path.open("ab") as log:
         job = subprocess.Popen(cmd, cwd=repo_root(), stdout=log, stderr=subprocess.STDOUT,
-                               env=_env(s))
+                               env=_env(s, "materializer"))
         code = _wait_showing_progress(job, log_path, start)
     if code != 0:
         sys.exit(f"the materializer failed; see {work / 'materializer.log'}")
@@ -157,18 +179,36 @@ def _pipeline(s: StackSettings, work: Path) -> None:
         print(f"   {CHANGES} changes, {CHANGES * s.nodes} copies in, one event per change out")
 
 
-def _env(s: StackSettings) -> dict[str, str]:
-    return dict(os.environ, CASSCADE_LIB_DIR=str(s.lib_dir))  # the jars the stack uses
+def _env(s: StackSettings, user: str) -> dict[str, str]:
+    env = dict(os.environ, CASSCADE_LIB_DIR=str(s.lib_dir))  # the jars the stack uses
+    if BROKER.secure:  # the Kafka password from the environment, never a flag
+        env["CASSCADE_KAFKA__SECURITY__SASL_PASSWORD"] = secure.password(BROKER, user)
+    return env
+
+
+def _kafka_door(user: str) -> dict[str, str]:
+    """kafka.security for the locked Kafka (empty on the open stack): user and CA."""
+    if not BROKER.secure:
+        return {}
+    return {"protocol": "SASL_SSL", "sasl_username": user,
+            "ssl_ca_file": str(tls.ensure(BROKER.state_dir).ca_pem)}
 
 
 def _start_agent(s: StackSettings, work: Path) -> subprocess.Popen:
     n = "" if s.nodes == 1 else f"-{s.node_index}"
     work.mkdir(parents=True, exist_ok=True)
     config = work / f"publisher{n}.yaml"
+    door: dict[str, dict] = {"kafka": {}, "cassandra": {}}
+    if s.secure:  # passwords by file (Cassandra) and environment (Kafka), CA files
+        door["kafka"] = {"security": _kafka_door("publisher")}
+        door["cassandra"] = {
+            "username": "publisher", "ssl": True,
+            "ssl_ca_file": str(tls.ensure(s.state_dir).ca_pem),
+            "password_file": str(secure.cassandra_password_file(s, "publisher"))}
     config.write_text(yaml.safe_dump({
         "kafka": {"bootstrap_servers": s.bootstrap_servers, "topic_prefix": PREFIX,
-                  "partitions": 3},
-        "cassandra": {"contact_points": [s.host], "port": s.cql_port},
+                  "partitions": 3, **door["kafka"]},
+        "cassandra": {"contact_points": [s.host], "port": s.cql_port, **door["cassandra"]},
         "cdc": {"cdc_raw": str(s.cdc_raw_dir), "archive_dir": str(work / f"archive{n}")},
         "node": {"host": "local-node" if not n else f"node{n}", "datacenter": "datacenter1"},
         "state": {"path": str(work / f"publisher-state{n}")},
@@ -177,12 +217,11 @@ def _start_agent(s: StackSettings, work: Path) -> subprocess.Popen:
     log = (work / f"publisher{n}.log").open("ab")
     return subprocess.Popen([sys.executable, "-m", "casscade.cli", "publisher", "run",
                              "--config", str(config)], cwd=repo_root(), stdout=log,
-                            stderr=subprocess.STDOUT, env=_env(s))
+                            stderr=subprocess.STDOUT, env=_env(s, "publisher"))
 
 
 def _consumer(s: StackSettings) -> Consumer:
-    return Consumer({"bootstrap.servers": s.bootstrap_servers, "group.id": "casscade-demo",
-                     "enable.auto.commit": False})
+    return Consumer(KAFKA | {"group.id": "casscade-demo", "enable.auto.commit": False})
 
 
 def _end_offsets(s: StackSettings, topic: str) -> dict[int, int]:
@@ -202,8 +241,7 @@ def _count_since(s: StackSettings, topic: str, before: dict[int, int]) -> int:
 
 
 def _show_events(s: StackSettings, before: dict[int, int]) -> None:
-    events = [json.loads(m.value()) for m in read_to_end(s.bootstrap_servers, EVENT_TOPIC,
-                                                           start=before)
+    events = [json.loads(m.value()) for m in read_to_end(KAFKA, EVENT_TOPIC, start=before)
               if m.value() is not None]  # tombstones after deletes carry no event
     events.sort(key=lambda e: (e["source"]["ts_us"], e["source"]["kafka_offset"] or 0))
     print(f"   {'op':2}  {'row':6}  " + " | ".join(f"{c:17}" for c in COLUMNS[1:]))

@@ -12,6 +12,7 @@ a client without credentials are refused with a clear error; no secret reaches
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -245,3 +246,25 @@ def test_print_config_of_the_publisher_hides_the_password(locked) -> None:
     assert out.returncode == 0, out.stderr
     assert '"sasl_password": "***"' in out.stdout and password not in out.stdout
     assert Path(secure.password_file(locked, "publisher")).stat().st_mode & 0o077 == 0
+
+
+def test_the_demo_runs_on_the_locked_stack(stack, locked) -> None:
+    """`make demo SECURE=1`: the demo's agent and job log in as publisher and materializer
+    with configuration alone, the events come out, and no password reaches its output, its
+    logs or the config files it writes."""
+    env = dict(os.environ, CASSCADE_STATE_DIR=str(stack.state_dir))
+    out = subprocess.run([sys.executable, "deploy/local/demo.py", "--secure"],
+                         cwd=repo_root(), env=env, capture_output=True, text=True,
+                         timeout=600, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "6 events: c=3, u=2, d=1" in out.stdout, out.stdout[-3000:]
+    work = locked.state_dir / "demo"
+    secrets = [p.read_text().strip()
+               for d in (secure.secrets_dir(locked), work / "node" / "secrets")
+               for p in d.glob("*.password")]
+    assert len(secrets) >= 7  # Kafka's four users, the demo node's three roles
+    written = [p.read_text(errors="replace") for p in (*work.glob("*.log"),
+                                                      *work.glob("*.yaml"))]
+    leaked = [s[:3] + "..." for s in secrets
+              for text in (out.stdout, out.stderr, *written) if s in text]
+    assert not leaked, f"passwords shown: {leaked}"
