@@ -268,3 +268,52 @@ def test_the_demo_runs_on_the_locked_stack(stack, locked) -> None:
     leaked = [s[:3] + "..." for s in secrets
               for text in (out.stdout, out.stderr, *written) if s in text]
     assert not leaked, f"passwords shown: {leaked}"
+
+
+def _operator_sets(s: StackSettings) -> list[str]:
+    """The operator's Cassandra door by configuration: user, password file, CA."""
+    return ["--set", f"cassandra.port={s.cql_port}", "--set", "cassandra.username=operator",
+            "--set", "cassandra.password_file="
+            f"{secure.cassandra_password_file(s, 'operator')}",
+            "--set", "cassandra.ssl=true",
+            "--set", f"cassandra.ssl_ca_file={tls.ensure(s.state_dir).ca_pem}"]
+
+
+def _run(args: list[str], env: dict[str, str] | None = None) -> str:
+    out = subprocess.run([sys.executable, "-m", "casscade.cli", *args], cwd=repo_root(),
+                         capture_output=True, text=True, timeout=300,
+                         stdin=subprocess.DEVNULL, env=dict(os.environ, **(env or {})))
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    return out.stdout + out.stderr
+
+
+def test_snapshot_filler_and_flush_through_the_locked_doors(locked, admin_cql,
+                                                            tmp_path) -> None:
+    """The operator's commands log in to Cassandra as `operator` (TLS, password file); the
+    snapshot publishes as the Kafka user `publisher` (password from the environment)."""
+    ks = f"lo_{uuid.uuid4().hex[:8]}"
+    admin_cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
+                      "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    admin_cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, v text) WITH cdc = true")
+    for k in range(40):
+        admin_cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES ({k}, 'row {k}')")
+    kafka_pw = secure.password(locked, "publisher")
+    said = _run(["snapshot", "--table", f"{ks}.t", *_operator_sets(locked),
+                 "--set", f"kafka.bootstrap_servers={locked.bootstrap_servers}",
+                 "--set", f"kafka.topic_prefix={PREFIX}", "--set", "kafka.partitions=1",
+                 "--set", f"state.path={tmp_path / 'snapshot-state'}",
+                 *(f for kv in _security_sets(locked, "publisher") for f in ("--set", kv))],
+                env={"CASSCADE_KAFKA__SECURITY__SASL_PASSWORD": kafka_pw})
+    assert _raw_count(locked, [f"{PREFIX}.raw.{ks}.t"]) == 40, said
+
+    said += _run(["ops", "filler", *_operator_sets(locked), "--rate", "5", "--blob-kb", "1",
+                  "--ttl", "30", "--duration", "3"])
+    assert "filler:" in said
+
+    nodetool = f"{sys.executable} -m casscade.cli dev nodetool --secure"
+    data = locked.cassandra_dir / "data" / ks
+    assert not list(data.glob("t-*/*Data.db"))  # still in the memtable
+    said += _run(["ops", "flush", *_operator_sets(locked), "--nodetool", nodetool])
+    assert f"{ks}.t" in said and list(data.glob("t-*/*Data.db")), said
+    secrets = [kafka_pw, secure.cassandra_password_file(locked, "operator").read_text().strip()]
+    assert not [s for s in secrets if s in said]

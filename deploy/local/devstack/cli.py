@@ -29,10 +29,10 @@ _SECURE = click.option(
          "and client TLS on 127.0.0.1:9242); see deploy/RUNBOOK.md, Security.")
 
 
-def _node(n: int) -> StackSettings:
+def _node(n: int, locked: bool = False) -> StackSettings:
     if not 1 <= n <= MAX_NODES:
         raise click.BadParameter(f"nodes are numbered 1 to {MAX_NODES}", param_hint="N")
-    return _settings().node(n)
+    return _settings(locked=locked).node(n)
 
 
 @click.group(name="dev")
@@ -115,11 +115,13 @@ def logs(service: str, lines: int) -> None:
 @dev.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("--node", "n", type=int, default=1, show_default=True,
               help="Which node of the ring (its JMX port).")
+@_SECURE
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def nodetool(n: int, args: tuple[str, ...]) -> None:
+def nodetool(n: int, locked: bool, args: tuple[str, ...]) -> None:
     """Run nodetool against a node, e.g. `nodetool flush ks table` or
-    `nodetool --node 3 disablehandoff`."""
-    click.echo(run(cassandra.nodetool, _node(n), *args), nl=False)
+    `nodetool --node 3 disablehandoff` (JMX stays on loopback without a password, also on
+    the locked stack)."""
+    click.echo(run(cassandra.nodetool, _node(n, locked), *args), nl=False)
 
 
 @dev.command()
