@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from materializer.output.avro_envelope import AvroEnvelopeWriter
-from materializer.output.avro_registry import SchemaPublisher
+from materializer.output.avro_registry import OPEN, RegistryAccess, SchemaPublisher
 from materializer.output.envelope import EnvelopeWriter, dumps
 from materializer.output.values import MODES, ValueModes
 from materializer.rules.clustering import ClusteringOrder
@@ -60,6 +60,7 @@ class EventSettings:
     replication_factor: int = 1
     format: str = "json"  # json (Kafka Connect JsonConverter shape) or avro
     schema_registry_url: str | None = None  # avro: Confluent wire format via this registry
+    schema_registry: RegistryAccess = OPEN  # its CA and credentials
     avro_schema_topic: str | None = None  # avro without registry: default <prefix>.avro-schemas
     modes: ValueModes = MODES  # varint, decimal and struct forms (output.values)
     # emit: a partition with static data and no rows is a row with null clustering columns,

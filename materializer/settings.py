@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from materializer.handler import STATIC_ONLY_EMIT
+from materializer.output.avro_registry import RegistryAccess
 from materializer.output.values import DECIMAL, MAPS, STRUCTS, VARINT
+from shared.config import read_secret
 from shared.http_server import HttpSettings
 from shared.kafka_security import KafkaSecurity, client_settings
 from shared.logs import LogSettings
@@ -79,6 +81,23 @@ class SparkSettings:
 
 
 @dataclass
+class SchemaRegistrySettings:
+    """The door to events.schema_registry_url: the CA of an https registry, HTTP Basic."""
+
+    ca_file: Path | None = None  # PEM CA of the registry's certificate; unset: the system's
+    username: str | None = None  # HTTP Basic user (Confluent Cloud: the API key)
+    password: str | None = None  # better: CASSCADE_EVENTS__SCHEMA_REGISTRY__PASSWORD ...
+    password_file: Path | None = None  # ... or a file whose first line it is (read at start)
+
+    def access(self) -> RegistryAccess:
+        """The resolved access (the password read now, on the driver)."""
+        return RegistryAccess(None if self.ca_file is None else str(self.ca_file),
+                              self.username,
+                              read_secret(self.password, self.password_file,
+                                          "events.schema_registry.password"))
+
+
+@dataclass
 class EventsSettings:
     """Shape of the change events."""
 
@@ -92,6 +111,7 @@ class EventsSettings:
     # avro: register schemas here and use the Confluent wire format; unset: Avro
     # single-object encoding, schemas on avro_schema_topic (default <prefix>.avro-schemas)
     schema_registry_url: str | None = None
+    schema_registry: SchemaRegistrySettings = field(default_factory=SchemaRegistrySettings)
     avro_schema_topic: str | None = None
     # string: exact decimal text (the default: varints may exceed 64 bits); long: int64 as
     # Debezium's Cassandra connector (a value beyond 64 bits goes to the dead-letter topic)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import time
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,6 +16,10 @@ from shared.metrics import Registry
 from shared.schema import TableSchema
 
 log = logging.getLogger(__name__)
+
+
+class SinkStopped(Exception):
+    """The agent is stopping while the sink waits for Kafka (away, or refusing us)."""
 
 
 def raw_topic(prefix: str, keyspace: str, table: str) -> str:
@@ -56,6 +60,9 @@ class KafkaSink:
         }
         conf.update(producer_config)
         self.producer = Producer(with_refusal_log(conf, log))
+        # set when the agent stops: every wait for Kafka gives up (SinkStopped), so a
+        # SIGTERM while Kafka is away or refusing us still saves progress and exits
+        self.stopping = threading.Event()
         self.topics = TopicCreator(bootstrap, partitions, replication)
         self.published_hashes: set[str] = set()
         self.produced = metrics.counter("casscade_publisher_records_produced_total",
@@ -76,6 +83,7 @@ class KafkaSink:
             except Exception as exc:  # noqa: BLE001 — Kafka away, metadata timeouts: retry
                 self._kafka_down("create_topic", exc, backoff)
                 backoff = min(backoff * 2, 10)
+                self._check_stopping()
 
     def ensure_schema(self, table: TableSchema) -> None:
         """Publish the table's schema to the schema topic and wait for its ack, once."""
@@ -89,6 +97,7 @@ class KafkaSink:
                      lambda err, _msg: result.append(err))
         while not result:
             self.producer.poll(0.1)
+            self._check_stopping()
         if result[0] is not None:
             raise KafkaException(result[0])
         self.published_hashes.add(digest)
@@ -110,7 +119,7 @@ class KafkaSink:
                                           on_delivery=on_delivery)
                     break
                 except BufferError:
-                    continue
+                    self._check_stopping()
             self.waiting.set(0)
         if not counted:
             self.produced.inc()
@@ -131,4 +140,8 @@ class KafkaSink:
         self.errors.inc(1, "kafka_unavailable")
         log.warning("Kafka unavailable, retrying", extra={"op": what, "error": str(exc),
                                                           "retry_in_s": backoff})
-        time.sleep(backoff)
+        self.stopping.wait(backoff)
+
+    def _check_stopping(self) -> None:
+        if self.stopping.is_set():
+            raise SinkStopped("stopping while waiting for Kafka")

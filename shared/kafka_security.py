@@ -127,6 +127,22 @@ _REFUSALS = {
 }
 _LAST_REFUSAL: dict[str, float] = {}
 _REFUSAL_EVERY_S = 30.0
+# librdkafka's own log lines (FAIL and the like), through Python logging: on a refusal it
+# writes one per connection attempt, several a second, which the error callback already
+# says once per 30 s
+_ECHOES = ("SASL authentication error", "SSL handshake failed", "certificate verify failed")
+
+
+class _NoRefusalEcho(logging.Filter):
+    """Drops librdkafka's lines about a refusal; keeps every other line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(echo in message for echo in _ECHOES)
+
+
+LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
+LIBRDKAFKA_LOG.addFilter(_NoRefusalEcho())
 
 
 def refusal(error: Any) -> str | None:
@@ -140,7 +156,8 @@ def refusal(error: Any) -> str | None:
 def with_refusal_log(conf: Mapping[str, Any], log: logging.Logger) -> dict[str, Any]:
     """`conf` plus an error callback that logs a refusal (bad credentials, untrusted
     certificate) as one clear error line, at most every 30 s per reason; other errors stay
-    librdkafka's own (it retries them)."""
+    librdkafka's own (it retries them), its log lines go to the `librdkafka` logger
+    (served by the client's poll) without its echoes of a refusal."""
     def on_error(error: Any) -> None:
         text = refusal(error)
         if text is None:
@@ -152,4 +169,4 @@ def with_refusal_log(conf: Mapping[str, Any], log: logging.Logger) -> dict[str, 
             log.error(text, extra={"bootstrap_servers": conf.get("bootstrap.servers"),
                                    "user": conf.get("sasl.username")})
 
-    return dict(conf) | {"error_cb": on_error}
+    return dict(conf) | {"error_cb": on_error, "logger": LIBRDKAFKA_LOG}

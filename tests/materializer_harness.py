@@ -21,7 +21,7 @@ from confluent_kafka import KafkaException
 from reference import copy_synced_segments, settled_offsets
 
 from devstack.settings import StackSettings, repo_root
-from materializer.output.envelope import dumps
+from materializer.output.envelope import EnvelopeWriter, dumps
 from materializer.output.values import MODES, ValueModes, to_connect
 from publisher.agent.agent import Agent
 from publisher.agent.offset_store import OffsetStore, SegmentState
@@ -176,6 +176,34 @@ def avro_as_json(value: Any, schema: dict[str, Any]) -> Any:
                                                                       schema["values"])]
                 for e in value]
     return value
+
+
+def registry_events(kafka: str | Mapping[str, str], topic: str, table: TableSchema,
+                    registry: Mapping[str, str], modes: ValueModes = MODES
+                    ) -> list[tuple[int, int, dict, dict | None, int]]:
+    """Every record of an Avro event topic, decoded through a real registry by Confluent's
+    own client and deserializer (`registry`: its config, e.g. url, ssl.ca.location), in
+    the events' JSON form: (partition, offset, key, value or None, the value's schema id
+    or 0 for a tombstone)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    deserializer = AvroDeserializer(SchemaRegistryClient(dict(registry)))
+    writer = EnvelopeWriter(table, "casscade", False, modes)
+    out = []
+    for msg in read_to_end(kafka, topic):
+        assert msg.key()[:1] == b"\x00", f"{topic}@{msg.offset()}: no Confluent wire format"
+        key = avro_as_json(deserializer(msg.key(), SerializationContext(
+            topic, MessageField.KEY)), writer.key_schema)
+        if msg.value() is None:  # the tombstone after a delete
+            out.append((msg.partition(), msg.offset(), key, None, 0))
+            continue
+        value = deserializer(msg.value(), SerializationContext(topic, MessageField.VALUE))
+        out.append((msg.partition(), msg.offset(), key,
+                    avro_as_json(value, writer.value_schema),
+                    int.from_bytes(msg.value()[1:5], "big")))
+    return out
 
 
 def oracle_rows(cql: Any, table: TableSchema, modes: ValueModes = MODES) -> dict[str, dict]:

@@ -5,10 +5,23 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 T = TypeVar("T")
+
+
+@contextmanager
+def started_here(up: Callable[[], bool], down: Callable[[], object]) -> Iterator[None]:
+    """A service for the block: `up()` starts it unless it runs (True when it started it);
+    `down()` after the block only then, so a developer's running service stays up."""
+    started = up()
+    try:
+        yield
+    finally:
+        if started:
+            down()
 
 
 def http_get(port: int, path: str) -> tuple[int, str]:

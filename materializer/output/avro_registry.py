@@ -12,12 +12,15 @@ Both are asked once per schema per Python worker, so this I/O is off the per-row
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import ssl
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
@@ -40,6 +43,22 @@ class RegistryError(RuntimeError):
     """The schema registry refused a schema or could not be reached."""
 
 
+@dataclass(frozen=True)
+class RegistryAccess:
+    """How to reach a registry: the CA of its https certificate (None: the system's CAs)
+    and HTTP Basic credentials (None: none sent); the password already read."""
+
+    ca_file: str | None = None
+    username: str | None = None
+    password: str | None = None
+
+    def __repr__(self) -> str:  # never print the password
+        return f"RegistryAccess(ca_file={self.ca_file!r}, username={self.username!r})"
+
+
+OPEN = RegistryAccess()  # a registry without TLS trust of its own or credentials
+
+
 def schema_fingerprint(schema: Any) -> bytes:
     """CRC-64-AVRO of the schema's Parsing Canonical Form, 8 bytes little-endian."""
     canonical = to_parsing_canonical_form(parse_schema(schema))
@@ -50,10 +69,17 @@ def schema_fingerprint(schema: Any) -> bytes:
 class ConfluentRegistry:
     """Registers schemas with a Confluent-compatible registry at `url`."""
 
-    def __init__(self, url: str, timeout_s: float = 10.0, attempts: int = 5) -> None:
+    def __init__(self, url: str, access: RegistryAccess = OPEN,
+                 timeout_s: float = 10.0, attempts: int = 5) -> None:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self.attempts = attempts
+        self._context = (ssl.create_default_context(cafile=access.ca_file)
+                         if access.ca_file else None)
+        self._headers = {"Content-Type": _REGISTRY_TYPE, "Accept": _REGISTRY_TYPE}
+        if access.username is not None:
+            token = f"{access.username}:{access.password or ''}".encode()
+            self._headers["Authorization"] = "Basic " + base64.b64encode(token).decode()
 
     def register(self, subject: str, schema: Any) -> int:
         """The registry's id of `schema` under `subject` (registering it if new)."""
@@ -61,20 +87,23 @@ class ConfluentRegistry:
         subject_path = f"{self.url}/subjects/{urllib.request.quote(subject, safe='')}"
         for attempt in range(1, self.attempts + 1):
             try:
-                return self._post(f"{subject_path}/versions", body)
+                return self._register_once(subject_path, body)
             except urllib.error.HTTPError as exc:
                 detail = exc.read().decode(errors="replace")[:500]
-                if exc.code == 409:
-                    # Incompatible, or (Apicurio) another worker registered the subject's
-                    # first version a moment ago: if the schema is there now, that is its id.
-                    found = self._lookup(subject_path, body)
-                    if found is not None:
-                        return found
                 if exc.code < 500:  # incompatible or malformed: retrying cannot help
+                    hint = (" (check events.schema_registry.username and its password)"
+                            if exc.code in (401, 403) else "")
                     raise RegistryError(f"schema registry {self.url} refused subject "
-                                        f"{subject!r}: HTTP {exc.code} {detail}") from exc
+                                        f"{subject!r}: HTTP {exc.code} {detail}{hint}") from exc
                 failure: Exception = RegistryError(f"HTTP {exc.code} {detail}")
-            except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
+            except urllib.error.URLError as exc:
+                if isinstance(exc.reason, ssl.SSLError):  # a certificate does not heal
+                    raise RegistryError(
+                        f"the TLS handshake with the schema registry {self.url} failed (is "
+                        f"events.schema_registry.ca_file the CA that signed its "
+                        f"certificate?): {exc.reason}") from exc
+                failure = exc
+            except (OSError, ValueError, KeyError) as exc:
                 failure = exc
             log.warning("schema registry not answering; retrying",
                         extra={"url": self.url, "subject": subject, "attempt": attempt,
@@ -83,10 +112,29 @@ class ConfluentRegistry:
         raise RegistryError(f"schema registry {self.url} unreachable for subject {subject!r} "
                             f"after {self.attempts} attempts: {failure}")
 
+    def _register_once(self, subject_path: str, body: bytes) -> int:
+        """POST the schema; on a conflict (409) find it under the subject, or POST once more.
+
+        A 409 is an incompatible schema, or (Apicurio) the loss of a race to create the
+        subject: another worker created it a moment ago with this schema (the lookup finds
+        its id) or with another version of the table (registering again adds ours)."""
+        for last in (False, True):
+            try:
+                return self._post(f"{subject_path}/versions", body)
+            except urllib.error.HTTPError as exc:
+                if exc.code != 409:
+                    raise
+                found = self._lookup(subject_path, body)
+                if found is not None:
+                    return found
+                if last:
+                    raise
+        raise AssertionError("unreachable")
+
     def _post(self, where: str, body: bytes) -> int:
-        req = urllib.request.Request(where, data=body, method="POST", headers={
-            "Content-Type": _REGISTRY_TYPE, "Accept": _REGISTRY_TYPE})
-        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+        req = urllib.request.Request(where, data=body, method="POST", headers=self._headers)
+        with urllib.request.urlopen(req, timeout=self.timeout_s,
+                                    context=self._context) as resp:
             return int(json.load(resp)["id"])
 
     def _lookup(self, subject_path: str, body: bytes) -> int | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from materializer.handler import EventSettings
+from materializer.output.avro_registry import OPEN
 from materializer.output.values import ValueModes
 from materializer.settings import MaterializerConfig
 from materializer.spark import class_archive, copy_dedupe
@@ -36,11 +37,15 @@ def raw_topic_pattern(prefix: str) -> str:
 def event_settings(cfg: MaterializerConfig) -> EventSettings:
     """The event shape settings the processor needs."""
     e = cfg.events
-    return EventSettings(cfg.kafka.topic_prefix, e.cluster, e.schemas, e.tombstones,
-                         e.dead_letter_topic, e.partitions, e.replication_factor, e.format,
-                         e.schema_registry_url, e.avro_schema_topic,
-                         ValueModes(e.varint_mode, e.decimal_mode, e.struct_mode, e.map_mode),
-                         e.static_only_rows)
+    return EventSettings(
+        topic_prefix=cfg.kafka.topic_prefix, cluster=e.cluster, schemas=e.schemas,
+        tombstones=e.tombstones, dead_letter_topic=e.dead_letter_topic,
+        partitions=e.partitions, replication_factor=e.replication_factor, format=e.format,
+        schema_registry_url=e.schema_registry_url,
+        schema_registry=e.schema_registry.access() if e.schema_registry_url else OPEN,
+        avro_schema_topic=e.avro_schema_topic,
+        modes=ValueModes(e.varint_mode, e.decimal_mode, e.struct_mode, e.map_mode),
+        static_only_rows=e.static_only_rows)
 
 
 def archive_plan(cfg: MaterializerConfig) -> class_archive.Plan | None:

@@ -83,7 +83,8 @@ def _publisher(kafka: dict[str, str], settings: EventSettings) -> SchemaPublishe
     publisher = _PUBLISHERS.get(key)
     if publisher is None:
         publisher = _PUBLISHERS[key] = (
-            ConfluentRegistry(settings.schema_registry_url) if settings.schema_registry_url
+            ConfluentRegistry(settings.schema_registry_url, settings.schema_registry)
+            if settings.schema_registry_url
             else SchemaTopic(kafka, settings.avro_schemas, _topics(kafka, settings).ensure))
     return publisher
 

@@ -34,7 +34,7 @@ from publisher.agent.splitter import SourceInfo
 from publisher.commitlog.errors import CommitLogError
 from publisher.commitlog.reader import CommitLogReader
 from publisher.commitlog.schema_source import SchemaSource
-from publisher.kafka_sink import KafkaSink, raw_topic
+from publisher.kafka_sink import KafkaSink, SinkStopped, raw_topic
 from publisher.settings import PublisherConfig
 from shared.metrics import Registry
 from shared.schema import TableSchema
@@ -76,7 +76,8 @@ class Agent:
         self.reader = CommitLogReader(schema, skip_unknown=True)
         self.segments: dict[int, _Segment] = {}
         self.tables: dict[int, tuple[TableSchema, str, str]] = {}  # id(table) → hash, topic
-        self.stop = threading.Event()
+        # the sink's event: stopping also ends its waits for Kafka
+        self.stop: threading.Event = getattr(sink, "stopping", None) or threading.Event()
         self.last_loop = time.monotonic()
         self.last_save = 0.0
         self.last_retry = time.monotonic()
@@ -114,6 +115,10 @@ class Agent:
             while not self.stop.is_set():
                 busy = self.step()
                 self.sink.poll(0 if busy else poll)
+        except SinkStopped:
+            # only acknowledged records move a watermark: saving now skips nothing
+            log.warning("stopped while waiting for Kafka; progress is saved up to the last "
+                        "acknowledged record")
         finally:
             self.shutdown()
 

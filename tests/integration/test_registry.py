@@ -76,21 +76,26 @@ def test_register_and_read_back_by_id(reg: StackSettings) -> None:
 
 
 def test_writers_racing_to_register_a_new_subject_all_get_its_id(reg: StackSettings) -> None:
-    """Spark's Python workers register a table's schema at once; Apicurio answers some with
-    409 "already exists" (and some with a 500 from its storage's sequence, retried), which
-    must not stop the job (seen in test_connect_sink before the client looked the schema up
-    on a conflict). Apicurio 2.4.2 may record the racing writes as several versions of the
-    same content; they share one id, which is what the messages carry."""
+    """Spark's Python workers register a table's schemas at once, one version or two (rows
+    from before and after an ALTER TABLE in one micro-batch). Apicurio answers the losers
+    of the race to create the subject with 409 "already exists" (and some with a 500 from
+    its storage's sequence, retried): that must not stop the job (seen in test_connect_sink
+    before the client looked the schema up, and registered again, on a conflict). Apicurio
+    2.4.2 may record racing writes of one content as several versions; they share one id,
+    which is what the messages carry."""
     url = registry.url(reg)
-    for _ in range(5):
+    for round_ in range(6):
         subject = _subject()
+        schemas = [V1] * 8 if round_ % 2 == 0 else [V1, COMPATIBLE] * 4
         with ThreadPoolExecutor(8) as pool:
-            ids = list(pool.map(lambda name: ConfluentRegistry(url).register(name, V1),
-                                [subject] * 8))
-        assert len(set(ids)) == 1, ids
-        found = SchemaRegistryClient({"url": url}).lookup_schema(
-            subject, Schema(json.dumps(V1), "AVRO"))
-        assert found.schema_id == ids[0]
+            ids = list(pool.map(ConfluentRegistry(url).register, [subject] * len(schemas),
+                                schemas))
+        by_schema = {json.dumps(sc): {i for sc2, i in zip(schemas, ids, strict=True)
+                                      if sc2 == sc} for sc in schemas}
+        assert all(len(found) == 1 for found in by_schema.values()), by_schema
+        client = SchemaRegistryClient({"url": url})
+        for text, (schema_id,) in by_schema.items():
+            assert client.lookup_schema(subject, Schema(text, "AVRO")).schema_id == schema_id
 
 
 def test_incompatible_version_is_refused(reg: StackSettings) -> None:

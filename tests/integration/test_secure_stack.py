@@ -26,15 +26,17 @@ from materializer_harness import (
     final_rows,
     materializer_command,
     oracle_rows,
-    read_events,
+    registry_events,
     run_materializer,
 )
 from publisher_harness import AgentProcess
+from support import started_here
 from test_decode_random_workload import create_workload_tables, run_workload
 
-from devstack import cassandra, kafka, secure, tls
+from devstack import cassandra, kafka, registry, secure, tls
 from devstack import stack as devstack
 from devstack.settings import StackSettings, repo_root
+from materializer.output.avro_registry import ConfluentRegistry, RegistryAccess, RegistryError
 from publisher.commitlog.schema_source import read_system_schema
 from shared.kafka_topics import TopicCreator
 from shared.schema import catalog_from_json
@@ -58,6 +60,14 @@ def locked(stack: StackSettings) -> Iterator[StackSettings]:
             cassandra.shutdown(s)
         if report.kafka_started:
             kafka.shutdown(s)
+
+
+@pytest.fixture(scope="module")
+def locked_registry(locked: StackSettings) -> Iterator[StackSettings]:
+    """The locked stack's schema registry: https only, the stack's certificate."""
+    with started_here(lambda: registry.up(locked, log=lambda m: print(f"[locked] {m}")),
+                      lambda: registry.down(locked)):
+        yield locked
 
 
 @pytest.fixture(scope="module")
@@ -90,22 +100,30 @@ def _raw_count(s: StackSettings, topics: list[str]) -> int:
         c.close()
 
 
-def test_the_pipeline_runs_through_the_locked_doors(locked, admin_cql, tmp_path) -> None:
+def _locked_agent(s: StackSettings, workdir: Path, http_port: int,
+                  kafka_password: str) -> AgentProcess:
+    """An agent as the Kafka user and Cassandra role `publisher`, by configuration alone:
+    the Kafka password in its environment, Cassandra's in a file, the stack's CA."""
+    ca = str(tls.ensure(s.state_dir).ca_pem)
+    cassandra_pw = secure.cassandra_password_file(s, "publisher")
+    return AgentProcess(s, s, workdir, prefix=PREFIX, http_port=http_port, sections={
+        "kafka": {"security": {"protocol": "SASL_SSL", "sasl_username": "publisher",
+                               "ssl_ca_file": ca}},
+        "cassandra": {"username": "publisher", "ssl": True, "ssl_ca_file": ca,
+                      "password_file": str(cassandra_pw)}},
+        env={"CASSCADE_KAFKA__SECURITY__SASL_PASSWORD": kafka_password})
+
+
+def test_the_pipeline_runs_through_the_locked_doors(locked, locked_registry, admin_cql,
+                                                   tmp_path) -> None:
+    """Agent and job as their own users; Avro events through the https registry (the demo
+    test runs JSON events through the same doors)."""
     ks = f"lk_{uuid.uuid4().hex[:8]}"
     admin_cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
                       "{'class': 'SimpleStrategy', 'replication_factor': 1}")
     ca = tls.ensure(locked.state_dir).ca_pem
     kafka_pw = secure.password(locked, "publisher")
-    agent = AgentProcess(locked, locked, tmp_path / "agent", prefix=PREFIX, http_port=18190,
-                         sections={
-                             "kafka": {"security": {"protocol": "SASL_SSL",
-                                                    "sasl_username": "publisher",
-                                                    "ssl_ca_file": str(ca)}},
-                             "cassandra": {"username": "publisher", "ssl": True,
-                                           "ssl_ca_file": str(ca), "password_file": str(
-                                               secure.cassandra_password_file(locked,
-                                                                              "publisher"))}},
-                         env={"CASSCADE_KAFKA__SECURITY__SASL_PASSWORD": kafka_pw})
+    agent = _locked_agent(locked, tmp_path / "agent", 18190, kafka_pw)
     agent.start()
     try:
         agent.wait_serving(60)
@@ -126,15 +144,18 @@ def test_the_pipeline_runs_through_the_locked_doors(locked, admin_cql, tmp_path)
     agent_log = agent.log.read_text()
     password = secure.password(locked, "materializer")
     cmd = materializer_command(locked, PREFIX, tmp_path / "ckpt",
-                               *_security_sets(locked, "materializer"))
+                               *_security_sets(locked, "materializer"), "events.format=avro",
+                               f"events.schema_registry_url={registry.url(locked)}",
+                               f"events.schema_registry.ca_file={ca}")
     run_materializer(cmd, tmp_path / "job.log",
                      env={"CASSCADE_KAFKA__SECURITY__SASL_PASSWORD": password})
     tables = {t.table: t for t in catalog_from_json(read_system_schema(admin_cql)).values()
               if t.keyspace == ks}
     for name in ("r", "ctr"):
-        events = read_events(secure.client_config(locked, secure.ADMIN),
-                             f"{PREFIX}.{ks}.{name}")
-        assert final_rows(events) == oracle_rows(admin_cql, tables[name]), name
+        events = registry_events(secure.client_config(locked, secure.ADMIN),
+                                 f"{PREFIX}.{ks}.{name}", tables[name],
+                                 {"url": registry.url(locked), "ssl.ca.location": str(ca)})
+        assert final_rows([e[:4] for e in events]) == oracle_rows(admin_cql, tables[name]), name
     secrets = [password, kafka_pw,
                secure.cassandra_password_file(locked, "publisher").read_text().strip()]
     for text in (agent_log, (tmp_path / "job.log").read_text()):
@@ -317,3 +338,59 @@ def test_snapshot_filler_and_flush_through_the_locked_doors(locked, admin_cql,
     assert f"{ks}.t" in said and list(data.glob("t-*/*Data.db")), said
     secrets = [kafka_pw, secure.cassandra_password_file(locked, "operator").read_text().strip()]
     assert not [s for s in secrets if s in said]
+
+
+def test_a_refused_agent_keeps_its_position(locked, admin_cql, tmp_path) -> None:
+    """An agent with a wrong Kafka password says so clearly and keeps running without
+    acknowledging anything; restarted with the right one from the same state, it publishes
+    every row written meanwhile: none lost."""
+    from support import wait_until
+
+    ks = f"lr_{uuid.uuid4().hex[:8]}"
+    admin_cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
+                      "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    admin_cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, v text) WITH cdc = true")
+
+    def agent(password: str) -> AgentProcess:
+        return _locked_agent(locked, tmp_path / "agent", 18191, password)
+
+    topic = f"{PREFIX}.raw.{ks}.t"
+    refused = agent("not-the-password")
+    refused.start()
+    try:
+        refused.wait_serving(60)
+        for k in range(30):
+            admin_cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES ({k}, 'while refused')")
+        wait_until(lambda: "Kafka refused the credentials" in refused.log.read_text(), 90,
+                   "the agent to report the refusal")
+        time.sleep(3)  # the node syncs CDC every second: the agent has seen the rows
+        assert refused.alive(), refused.log.read_text()[-3000:]
+    finally:
+        assert refused.stop(90) == 0, refused.log.read_text()[-3000:]
+    assert _raw_count(locked, [topic]) == 0
+    said = refused.log.read_text()
+    assert said.count("Kafka refused the credentials") <= 4  # once per 30 s, not per retry
+    assert "127.0.0.1:" in said and "not-the-password" not in said
+
+    fixed = agent(secure.password(locked, "publisher"))
+    fixed.start()
+    try:
+        wait_until(lambda: _raw_count(locked, [topic]) >= 30 or None, 90,
+                   "the rows written while refused")
+        time.sleep(3)  # nothing more arrives: each row once
+    finally:
+        assert fixed.stop() == 0, fixed.log.read_text()[-3000:]
+    assert _raw_count(locked, [topic]) == 30
+
+
+def test_the_registry_door_needs_its_ca(locked_registry) -> None:
+    """Without the stack's CA the materializer's registry client stops at once with a clear
+    message; with it (events.schema_registry.ca_file) the schema registers."""
+    schema = {"type": "record", "name": "Door", "fields": [{"name": "id", "type": "int"}]}
+    where = registry.url(locked_registry)
+    assert where.startswith("https://")
+    with pytest.raises(RegistryError, match="TLS handshake with the schema registry") as err:
+        ConfluentRegistry(where).register(f"{PREFIX}.door-value", schema)
+    assert "events.schema_registry.ca_file" in str(err.value) and where in str(err.value)
+    access = RegistryAccess(ca_file=str(registry.ca_file(locked_registry)))
+    assert ConfluentRegistry(where, access).register(f"{PREFIX}.door-value", schema) > 0

@@ -8,7 +8,7 @@ from dataclasses import replace
 import click
 
 from devstack import cassandra, stack
-from devstack.cli_common import run, settings
+from devstack.cli_common import SECURE, run, settings
 from devstack.connect_cli import connect
 from devstack.process import tail
 from devstack.registry_cli import registry
@@ -22,11 +22,7 @@ def _settings(nodes: int | None = None, locked: bool = False) -> StackSettings:
     return s.secured() if locked else s
 
 
-_SECURE = click.option(
-    "--secure", "locked", is_flag=True,
-    help="The locked stack beside the open one (state in secure/, Kafka on SASL_SSL "
-         "127.0.0.1:9192 with SCRAM users and ACLs, Cassandra with passwords, permissions "
-         "and client TLS on 127.0.0.1:9242); see deploy/RUNBOOK.md, Security.")
+_SECURE = SECURE
 
 
 def _node(n: int, locked: bool = False) -> StackSettings:

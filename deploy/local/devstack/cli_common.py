@@ -14,12 +14,22 @@ from devstack.settings import StackSettings
 T = TypeVar("T")
 
 
-def settings() -> StackSettings:
-    """The stack's settings (CASSCADE_* variables), a click error if there is no checkout."""
+def settings(locked: bool = False) -> StackSettings:
+    """The stack's settings (CASSCADE_* variables), a click error if there is no checkout;
+    `locked`: the locked stack's (StackSettings.secured)."""
     try:
-        return StackSettings.from_env()
+        s = StackSettings.from_env()
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from exc
+    return s.secured() if locked else s
+
+
+SECURE = click.option(
+    "--secure", "locked", is_flag=True,
+    help="The locked stack beside the open one (state in secure/, Kafka on SASL_SSL "
+         "127.0.0.1:9192 with SCRAM users and ACLs, Cassandra with passwords, permissions "
+         "and client TLS on 127.0.0.1:9242, the registry on https://127.0.0.1:8185); see "
+         "deploy/RUNBOOK.md, Security.")
 
 
 def run(fn: Callable[..., T], *args: object) -> T:

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -22,7 +23,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from devstack import artifacts
+from devstack import artifacts, tls
 from devstack.process import (
     StackError,
     pid_alive,
@@ -75,15 +76,31 @@ def log_file(s: StackSettings) -> Path:
     return s.registry_dir / "logs" / "registry.log"
 
 
+def _base(s: StackSettings) -> str:
+    # the locked stack's registry speaks https only, with the stack's server certificate
+    return f"{'https' if s.secure else 'http'}://{HOST}:{s.registry_port}"
+
+
 def url(s: StackSettings) -> str:
-    """Base URL of the Confluent-compatible API (what casscade's avro_registry.url takes)."""
-    return f"http://{HOST}:{s.registry_port}/apis/ccompat/v7"
+    """Base URL of the Confluent-compatible API (what casscade's
+    events.schema_registry_url takes)."""
+    return f"{_base(s)}/apis/ccompat/v7"
+
+
+def ca_file(s: StackSettings) -> Path | None:
+    """The CA a client must trust on the locked stack (None on the open one)."""
+    return tls.ensure(s.state_dir).ca_pem if s.secure else None
+
+
+def _context(s: StackSettings) -> ssl.SSLContext | None:
+    ca = ca_file(s)
+    return None if ca is None else ssl.create_default_context(cafile=str(ca))
 
 
 def api_url(s: StackSettings) -> str:
     """Base URL of Apicurio's own API (what its Kafka Connect converter's
     apicurio.registry.url takes)."""
-    return f"http://{HOST}:{s.registry_port}/apis/registry/v2"
+    return f"{_base(s)}/apis/registry/v2"
 
 
 def source_digest() -> str:
@@ -168,16 +185,29 @@ def start(s: StackSettings, jar: Path) -> int:
         str(java), *JVM_OPTS,
         f"-Dquarkus.http.host={HOST}", f"-Dquarkus.http.port={s.registry_port}",
         f"-Dregistry.rules.global.compatibility={COMPATIBILITY}",
+        *(_https_only(s) if s.secure else []),
         "-jar", str(jar),
     ]
     # cwd: Narayana would keep its ObjectStore/ folder in the working directory.
     return spawn(argv, pid_file(s), log_file(s), cwd=s.registry_dir)
 
 
+def _https_only(s: StackSettings) -> list[str]:
+    """Quarkus flags: TLS on the registry's port with the stack's server key pair, no
+    plain HTTP listener."""
+    files = tls.ensure(s.state_dir)
+    return [f"-Dquarkus.http.ssl-port={s.registry_port}",
+            "-Dquarkus.http.insecure-requests=disabled",
+            f"-Dquarkus.http.ssl.certificate.key-store-file={files.server_keystore}",
+            "-Dquarkus.http.ssl.certificate.key-store-file-type=PKCS12",
+            f"-Dquarkus.http.ssl.certificate.key-store-password={tls.STORE_PASSWORD}"]
+
+
 def answers(s: StackSettings, timeout_s: float = 2.0) -> bool:
     """True when GET <ccompat>/subjects answers 200."""
     try:
-        with urllib.request.urlopen(f"{url(s)}/subjects", timeout=timeout_s) as resp:
+        with urllib.request.urlopen(f"{url(s)}/subjects", timeout=timeout_s,
+                                    context=_context(s)) as resp:
             return resp.status == 200
     except (urllib.error.URLError, OSError):
         return False
@@ -205,7 +235,7 @@ def _publish_compatibility(s: StackSettings) -> None:
     req = urllib.request.Request(f"{url(s)}/config", data=body, method="PUT",
                                  headers={"Content-Type": _JSON})
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with urllib.request.urlopen(req, timeout=10, context=_context(s)) as resp:
             resp.read()
     except (urllib.error.URLError, OSError) as exc:
         raise StackError(f"the schema registry at {url(s)} refused its global "

@@ -7,7 +7,7 @@ import sys
 import click
 
 from devstack import registry as reg
-from devstack.cli_common import run, settings
+from devstack.cli_common import SECURE, run, settings
 from devstack.process import tail
 
 
@@ -24,37 +24,43 @@ def registry() -> None:
     New versions of a subject must be BACKWARD compatible, as in Confluent's registry.
 
     State (pid file, logs/) lives in .casscade/registry/ (or $CASSCADE_STATE_DIR/registry);
-    the build in .casscade/lib/apicurio. Port: CASSCADE_REGISTRY_PORT.
+    the build in .casscade/lib/apicurio. Port: CASSCADE_REGISTRY_PORT. With --secure: the
+    locked stack's registry, https only on port +100 (8185) with the stack's server
+    certificate (its CA: .casscade/secure/tls/ca.pem); it asks for no credentials.
     """
 
 
 @registry.command()
-def up() -> None:
+@SECURE
+def up(locked: bool) -> None:
     """Build the registry if needed, start it unless it runs, and wait until its
     /apis/ccompat/v7/subjects answers; prints the URLs and how long it took."""
-    run(reg.up, settings(), click.echo)
+    run(reg.up, settings(locked), click.echo)
 
 
 @registry.command()
-def down() -> None:
+@SECURE
+def down(locked: bool) -> None:
     """Stop the registry by pid file (its in-memory schemas go with it)."""
-    stopped = run(reg.down, settings())
+    stopped = run(reg.down, settings(locked))
     click.echo("stopped: registry" if stopped else "nothing was running")
 
 
 @registry.command()
-def status() -> None:
+@SECURE
+def status(locked: bool) -> None:
     """Say whether the registry runs and answers. Exit code 0 when it does, 3 otherwise."""
-    ok, desc = reg.status(settings())
+    ok, desc = reg.status(settings(locked))
     click.echo(f"{'registry':10} {desc}")
     sys.exit(0 if ok else 3)
 
 
 @registry.command()
 @click.option("-n", "--lines", default=40, show_default=True, help="Lines of the log.")
-def logs(lines: int) -> None:
+@SECURE
+def logs(lines: int, locked: bool) -> None:
     """Print the tail of the registry's log (and where the full log is)."""
-    path = reg.log_file(settings())
+    path = reg.log_file(settings(locked))
     click.echo(f"==> {path} <==")
     click.echo(tail(path, lines))
 

@@ -90,8 +90,8 @@ class StackSettings:
 
     def secured(self) -> StackSettings:
         """The locked stack beside this one: its own state directory (secure/) and ports
-        (Kafka, Connect, PostgreSQL +100; Cassandra +200, clear of the test ring's +100), so
-        they can all run at once."""
+        (Kafka, Connect, PostgreSQL, the registry +100; Cassandra +200, clear of the test
+        ring's +100), so they can all run at once."""
         if self.secure:
             return self
         return replace(self, secure=True, state_dir=self.state_dir / "secure",
@@ -100,7 +100,8 @@ class StackSettings:
                        kafka_controller_port=self.kafka_controller_port + 100,
                        cql_port=self.cql_port + 200, storage_port=self.storage_port + 200,
                        jmx_port=self.jmx_port + 200, connect_port=self.connect_port + 100,
-                       postgres_port=self.postgres_port + 100)
+                       postgres_port=self.postgres_port + 100,
+                       registry_port=self.registry_port + 100)
 
     # ---- nodes --------------------------------------------------------------------------
     def node(self, n: int) -> StackSettings:
