@@ -30,7 +30,7 @@ from materializer_harness import (
     run_materializer,
 )
 from publisher_harness import AgentProcess
-from support import started_here
+from support import http_get, started_here
 from test_decode_random_workload import create_workload_tables, run_workload
 
 from devstack import cassandra, kafka, registry, secure, tls
@@ -139,6 +139,8 @@ def test_the_pipeline_runs_through_the_locked_doors(locked, locked_registry, adm
             still = still + 1 if now == last and now > 0 else 0
             last = now
         assert last >= 200, f"the agent published {last} records"
+        served = [http_get(18190, path) for path in ("/status", "/metrics", "/health")]
+        assert [code for code, _ in served] == [200, 200, 200], served
     finally:
         assert agent.stop() == 0, agent.log.read_text()[-3000:]
     agent_log = agent.log.read_text()
@@ -158,7 +160,7 @@ def test_the_pipeline_runs_through_the_locked_doors(locked, locked_registry, adm
         assert final_rows([e[:4] for e in events]) == oracle_rows(admin_cql, tables[name]), name
     secrets = [password, kafka_pw,
                secure.cassandra_password_file(locked, "publisher").read_text().strip()]
-    for text in (agent_log, (tmp_path / "job.log").read_text()):
+    for text in (agent_log, (tmp_path / "job.log").read_text(), *(b for _, b in served)):
         assert not [s for s in secrets if s in text]
     shown = subprocess.run([*cmd, "--print-config"], capture_output=True, text=True,
                            cwd=repo_root(), timeout=60,
