@@ -20,7 +20,7 @@ from materializer.spark.processor import OUTPUT_SCHEMA, MaterializeProcessor, bu
 from shared.pids import pid_alive
 
 if TYPE_CHECKING:
-    from pyspark.sql import GroupedData, SparkSession
+    from pyspark.sql import DataFrame, GroupedData, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
@@ -166,10 +166,24 @@ def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = Fa
     """Start the query; `available_now` processes what is in Kafka now, then stops;
     `initial_state` seeds a new checkpoint's state in its first micro-batch (rescale)."""
     k = cfg.kafka
-    door = {f"kafka.{key}": value for key, value in k.security.java().items()}
+    processor = MaterializeProcessor(k.client(), f"{k.topic_prefix}.schemas",
+                                     event_settings(cfg), cfg.spark.batched_state,
+                                     cfg.spark.state_page_rows)
+    raw = read_raw(spark, cfg)
+    events = (raw.withColumn("bucket", bucket_column(raw.key, cfg.spark.state_buckets))
+              .groupBy("topic", "bucket")
+              .transformWithState(processor, OUTPUT_SCHEMA, "Append", "ProcessingTime",
+                                  initialState=initial_state))
+    return write_events(events, cfg, available_now)
+
+
+def read_raw(spark: SparkSession, cfg: MaterializerConfig) -> DataFrame:
+    """The raw topics as a stream (topic, key, value, partition, offset), copies dropped
+    within the dedupe window."""
+    k = cfg.kafka
     reader = (spark.readStream.format("kafka")
               .option("kafka.bootstrap.servers", k.bootstrap_servers)
-              .options(**door)
+              .options(**_door(cfg))
               .option("subscribePattern", raw_topic_pattern(k.topic_prefix))
               .option("startingOffsets", k.starting_offsets)
               .option("failOnDataLoss", "true"))
@@ -178,20 +192,19 @@ def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = Fa
     for key, value in k.consumer.items():
         reader = reader.option(f"kafka.{key}", value)
     window = copy_dedupe.window_for(spark, cfg.spark.checkpoint, cfg.spark.dedupe_window_s)
-    processor = MaterializeProcessor(k.client(), f"{k.topic_prefix}.schemas",
-                                     event_settings(cfg), cfg.spark.batched_state,
-                                     cfg.spark.state_page_rows)
     raw = reader.load()
     if window > 0:
         raw = copy_dedupe.drop_copies(raw, window)
-    raw = raw.select("topic", "key", "value", "partition", "offset")
-    events = (raw.withColumn("bucket", bucket_column(raw.key, cfg.spark.state_buckets))
-              .groupBy("topic", "bucket")
-              .transformWithState(processor, OUTPUT_SCHEMA, "Append", "ProcessingTime",
-                                  initialState=initial_state))
+    return raw.select("topic", "key", "value", "partition", "offset")
+
+
+def write_events(events: DataFrame, cfg: MaterializerConfig,
+                 available_now: bool = False) -> StreamingQuery:
+    """Start writing a stream of (topic, key, value) records to Kafka, checkpointed."""
+    k = cfg.kafka
     writer = (events.writeStream.format("kafka")
               .option("kafka.bootstrap.servers", k.bootstrap_servers)
-              .options(**door)
+              .options(**_door(cfg))
               .option("kafka.acks", "all").option("kafka.enable.idempotence", "true")
               .option("kafka.compression.type", "lz4")
               .option("checkpointLocation", str(cfg.spark.checkpoint))
@@ -203,3 +216,8 @@ def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = Fa
     else:
         writer = writer.trigger(processingTime=f"{cfg.spark.trigger_interval_ms} milliseconds")
     return writer.start()
+
+
+def _door(cfg: MaterializerConfig) -> dict[str, str]:
+    """Spark's Kafka options for the configured security (kafka.-prefixed Java names)."""
+    return {f"kafka.{key}": value for key, value in cfg.kafka.security.java().items()}

@@ -188,10 +188,15 @@ cfg.spark.driver_memory = "2g"
 cfg.spark.batched_state = api != "stock"
 if os.environ.get("BENCH_DEDUPE_S"):
     cfg.spark.dedupe_window_s = int(os.environ["BENCH_DEDUPE_S"])
+if os.environ.get("BENCH_EXTRA_CP"):  # local mode: the driver's class path is the executor's
+    cfg.spark.conf["spark.driver.extraClassPath"] = os.environ["BENCH_EXTRA_CP"]
 spark = job.session(cfg, available_now=True)
 spark.sparkContext.setLogLevel("ERROR")
 if api in ("tws", "stock"):
     query = job.start(spark, cfg, available_now=True)
+elif api in ("jvm-floor", "kafka-floor"):
+    from bench_jvm_floor import start_floor
+    query = start_floor(spark, cfg, api)
 else:
     from bench_pandas_state import start_pandas
     query = start_pandas(spark, cfg)

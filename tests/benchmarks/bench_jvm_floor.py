@@ -1,0 +1,109 @@
+"""The floor under any processor at RF=3: the job's own source, copy dedupe and Kafka sink
+around a JVM operator that does the least a processor must (jvm_floor/CopyFloor.java: per
+key, state read once and written once per micro-batch, one output per input; no decoding,
+no merge).
+
+Same synthetic input as bench_rf3 (each change three times, shuffled). Runs, one after the
+other on the same broker and local[2] by default (JVM_FLOOR_CORES), so the figures compare
+(JVM_FLOOR_RUNS, query:dedupe window s): "kafka-floor" (source, dedupe, sink: no processor),
+"jvm-floor" (CopyFloor) and "tws" (the real job, transformWithState over KeyHandler), each
+with the copy dedupe off and on. What it answers for issue 14: how many logical changes per
+core Spark itself leaves room for, i.e. what a JVM-side merge could reach at best, and how
+much of today's cost is the Python path. Also printed: the broker's share of the busy CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pyspark
+from bench_materializer import _run_job
+from bench_rf3 import CHANGES, KEYS, PER_BATCH, breakdown, publish_rf3
+
+from materializer.settings import MaterializerConfig
+from materializer.spark import job
+from shared.kafka_topics import TopicCreator
+
+HERE = Path(__file__).parent / "jvm_floor"
+CORES = int(os.environ.get("JVM_FLOOR_CORES", "2"))
+# (query, copy dedupe window in s; 0: off)
+RUNS = [(api, int(window)) for api, window in (r.split(":") for r in os.environ.get(
+    "JVM_FLOOR_RUNS", "kafka-floor:0,jvm-floor:0,jvm-floor:120,tws:0,tws:120").split(","))]
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all cores have spent busy since boot (/proc/stat)."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(
+        int, Path("/proc/stat").read_text().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / TICK
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) one process has used (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def build_jar(out: Path) -> Path:
+    """Compile CopyFloor.java against pyspark's jars: the jar's path."""
+    classes = out / "classes"
+    classes.mkdir(parents=True, exist_ok=True)
+    cp = str(Path(pyspark.__file__).parent / "jars" / "*")
+    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", cp,
+                    str(HERE / "CopyFloor.java")], check=True, capture_output=True, text=True)
+    jar = out / "copy-floor.jar"
+    subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "."], check=True)
+    return jar
+
+
+def start_floor(spark: object, cfg: MaterializerConfig, api: str) -> object:
+    """The job's query (job.read_raw → … → job.write_events) with CopyFloor as processor
+    ("jvm-floor"), or with none ("kafka-floor": every record that passes the dedupe goes
+    straight to the output topic, no shuffle after it, no state of its own)."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    raw = job.read_raw(spark, cfg)
+    if api == "kafka-floor":
+        out = raw.select(F.regexp_replace("topic", r"\.raw\.", ".floor.").alias("topic"),
+                         "key", "value")
+    else:
+        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        out = DataFrame(jvm.casscade.bench.CopyFloor.apply(raw._jdf), spark)
+    return job.write_events(out, cfg, available_now=True)
+
+
+def test_bench_jvm_floor_rf3(stack, tmp_path: Path, monkeypatch) -> None:
+    """Logical changes/s per core: the floors, then the real job, same input shape."""
+    monkeypatch.setenv("BENCH_EXTRA_CP", str(build_jar(tmp_path / "jar")))
+    changes = (CHANGES // KEYS) * KEYS
+    from devstack import kafka
+
+    broker = int(kafka.pid_file(stack).read_text().split()[0])
+    for api, window in RUNS:
+        prefix = f"floor{uuid.uuid4().hex[:6]}"
+        copies_sent = publish_rf3(stack.bootstrap_servers, prefix)
+        assert copies_sent == 3 * changes
+        TopicCreator(stack.bootstrap_servers, 2, 1).ensure(f"{prefix}.floor.bench.t")
+        details: list = []
+        busy, broker_cpu = machine_busy_s(), process_cpu_s(broker)
+        progress = _run_job(stack, api, CORES, prefix, tmp_path / f"ckpt-{prefix}", PER_BATCH,
+                            dedupe_s=window, details=details)
+        assert sum(n for n, _ in progress) == copies_sent
+        busy, broker_cpu = machine_busy_s() - busy, process_cpu_s(broker) - broker_cpu
+        first, steady = progress[0], progress[1:]
+        rows = sum(n for n, _ in steady)
+        secs = sum(ms for _, ms in steady) / 1000
+        logical = rows / 3  # changes; every change arrives as three copies
+        print(f"\n{api}, RF=3 synthetic, dedupe window {window} s, local[{CORES}]: "
+              f"first batch {first[0]:,} copies in {first[1] / 1000:.1f}s; steady "
+              f"{rows:,} copies in {secs:.1f}s = {logical / secs:,.0f} changes/s "
+              f"({logical / secs / CORES:,.0f} per core), {rows / secs / CORES:,.0f} copies/s "
+              f"per core")
+        print(breakdown(details[1:], CORES, logical))
+        print(f"  the whole run (start-up included): {busy:.1f} core-s busy, of it the Kafka "
+              f"broker {broker_cpu:.1f} core-s ({broker_cpu / busy:.0%})")
