@@ -3,13 +3,17 @@ around a JVM operator that does the least a processor must (jvm_floor/CopyFloor.
 key, state read once and written once per micro-batch, one output per input; no decoding,
 no merge).
 
-Same synthetic input as bench_rf3 (each change three times, shuffled). Runs, one after the
-other on the same broker and local[2] by default (JVM_FLOOR_CORES), so the figures compare
-(JVM_FLOOR_RUNS, query:dedupe window s): "kafka-floor" (source, dedupe, sink: no processor),
-"jvm-floor" (CopyFloor) and "tws" (the real job, transformWithState over KeyHandler), each
-with the copy dedupe off and on. What it answers for issue 14: how many logical changes per
-core Spark itself leaves room for, i.e. what a JVM-side merge could reach at best, and how
-much of today's cost is the Python path. Also printed: the broker's share of the busy CPU.
+Same synthetic input as bench_rf3 (each change three times, shuffled). Runs one query
+after the other on the same broker, local[2] by default (JVM_FLOOR_CORES), so the figures
+compare; JVM_FLOOR_RUNS lists query:dedupe-window-s pairs (0: the copy dedupe off):
+- "kafka-floor": source, dedupe, sink; no processor;
+- "jvm-floor": CopyFloor;
+- "py-floor", "py-nostate": CopyFloor's work in a Python processor shaped like the real one,
+  with and without its state calls;
+- "tws": the real job (transformWithState over KeyHandler).
+What it answers for issue 14: how many logical changes per core Spark itself leaves room
+for, i.e. what a JVM-side merge could reach at best, and where today's cost goes. Also
+printed: the Kafka broker's share of the busy CPU.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import os
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyspark
@@ -30,8 +35,9 @@ from shared.kafka_topics import TopicCreator
 HERE = Path(__file__).parent / "jvm_floor"
 CORES = int(os.environ.get("JVM_FLOOR_CORES", "2"))
 # (query, copy dedupe window in s; 0: off)
-RUNS = [(api, int(window)) for api, window in (r.split(":") for r in os.environ.get(
-    "JVM_FLOOR_RUNS", "kafka-floor:0,jvm-floor:0,jvm-floor:120,tws:0,tws:120").split(","))]
+DEFAULT_RUNS = "kafka-floor:0,jvm-floor:0,jvm-floor:120,py-nostate:0,py-floor:0,tws:0,tws:120"
+RUNS = [(api, int(window)) for api, window in (
+    r.split(":") for r in os.environ.get("JVM_FLOOR_RUNS", DEFAULT_RUNS).split(","))]
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -60,15 +66,64 @@ def build_jar(out: Path) -> Path:
     return jar
 
 
+def python_floor(with_state: bool) -> object:
+    """A transformWithState processor shaped like MaterializeProcessor (key buckets, fast row
+    decode, pipelined MapState calls) doing CopyFloor's work in Python instead of KeyHandler's:
+    the PySpark machinery's own cost. Without state: no state calls at all."""
+    from pyspark.sql import Row
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    from materializer.spark import state_batch
+
+    class PythonFloor(StatefulProcessor):
+        def init(self, handle: object) -> None:
+            state_batch.install_schema_cache()
+            state_batch.install_fast_row_decode()
+            last = handle.getMapState("last", "pk BINARY", "value BINARY")  # type: ignore
+            self.pipe = state_batch.BatchedMapState(handle, last) if with_state else None
+
+        def handleInputRows(self, key: tuple, rows: Iterator, timerValues: object) -> Iterator:
+            out_topic = key[0].replace(".raw.", ".floor.")
+            by_pk: dict[bytes, list[bytes]] = {}
+            for r in rows:
+                by_pk.setdefault(bytes(r.key), []).append(bytes(r.value))
+            pks = list(by_pk)
+            befores = (self.pipe.get_many([(pk,) for pk in pks]) if self.pipe
+                       else [None] * len(pks))
+            out, updates = [], []
+            for pk, before in zip(pks, befores, strict=True):
+                last = bytes(before[0]) if before else b""
+                for value in by_pk[pk]:
+                    out.append(Row(topic=out_topic, key=pk, value=last + value))
+                    last = value
+                updates.append(((pk,), (last,)))
+            if self.pipe:
+                self.pipe.update_many(updates)
+            return iter(out)
+
+        def close(self) -> None:
+            pass
+
+    return PythonFloor()
+
+
 def start_floor(spark: object, cfg: MaterializerConfig, api: str) -> object:
     """The job's query (job.read_raw → … → job.write_events) with CopyFloor as processor
-    ("jvm-floor"), or with none ("kafka-floor": every record that passes the dedupe goes
-    straight to the output topic, no shuffle after it, no state of its own)."""
+    ("jvm-floor"), with its Python twin ("py-floor", "py-nostate": python_floor), or with
+    none ("kafka-floor": every record that passes the dedupe goes straight to the output
+    topic, no shuffle after it, no state of its own)."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
+    from materializer.spark.processor import OUTPUT_SCHEMA, bucket_column
+
     raw = job.read_raw(spark, cfg)
-    if api == "kafka-floor":
+    if api.startswith("py-"):
+        out = (raw.withColumn("bucket", bucket_column(raw.key, cfg.spark.state_buckets))
+               .groupBy("topic", "bucket")
+               .transformWithState(python_floor(api == "py-floor"), OUTPUT_SCHEMA, "Append",
+                                   "None"))
+    elif api == "kafka-floor":
         out = raw.select(F.regexp_replace("topic", r"\.raw\.", ".floor.").alias("topic"),
                          "key", "value")
     else:

@@ -194,7 +194,7 @@ spark = job.session(cfg, available_now=True)
 spark.sparkContext.setLogLevel("ERROR")
 if api in ("tws", "stock"):
     query = job.start(spark, cfg, available_now=True)
-elif api in ("jvm-floor", "kafka-floor"):
+elif api.endswith("floor") or api == "py-nostate":
     from bench_jvm_floor import start_floor
     query = start_floor(spark, cfg, api)
 else:
