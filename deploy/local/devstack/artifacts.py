@@ -90,28 +90,31 @@ def fetch(lib_root: Path, component: str, log=print) -> Path:
     stamp = target / ".pom-sha256"
     if stamp.exists() and stamp.read_text().strip() == digest:
         return target
-    java = find_java()
-    mvn = find_maven()
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
-    env = dict(os.environ, JAVA_HOME=str(java.parent.parent))
-    base = [str(mvn), "-B", "-q", "-f", str(pom), _COPY_GOAL, "-DincludeScope=runtime",
-            f"-DoutputDirectory={target}"]
+    args = ["-f", str(pom), _COPY_GOAL, "-DincludeScope=runtime", f"-DoutputDirectory={target}"]
     if settings_xml.exists():  # e.g. a mirror: Maven Central only
-        base[1:1] = ["-s", str(settings_xml)]
+        args[0:0] = ["-s", str(settings_xml)]
+    log(f"fetching {component} jars from Maven Central (cached in the local Maven repo) ...")
+    run_maven(args, f"Maven could not resolve {component} ({pom})")
+    stamp.write_text(digest + "\n")
+    return target
+
+
+def run_maven(args: list[str], failure: str) -> None:
+    """Run `mvn -B -q ARGS` with the JDK of find_java, offline first (no network round trips
+    when ~/.m2 already holds everything), then online; StackError(failure + Maven's output
+    tail) if both fail. MAVEN_REPO_LOCAL, if set, is the local repository."""
+    env = dict(os.environ, JAVA_HOME=str(find_java().parent.parent))
+    base = [str(find_maven()), "-B", "-q", *args]
     if os.environ.get("MAVEN_REPO_LOCAL"):
         base.append(f"-Dmaven.repo.local={os.environ['MAVEN_REPO_LOCAL']}")
-    log(f"fetching {component} jars from Maven Central (cached in the local Maven repo) ...")
-    # Offline first: no network round trips when ~/.m2 already holds everything.
     done = subprocess.run([*base, "-o"], capture_output=True, text=True, env=env)
     if done.returncode != 0:
         done = subprocess.run(base, capture_output=True, text=True, env=env)
     if done.returncode != 0:
-        raise StackError(f"Maven could not resolve {component} ({pom}):\n"
-                         + (done.stdout + done.stderr)[-3000:])
-    stamp.write_text(digest + "\n")
-    return target
+        raise StackError(f"{failure}:\n" + (done.stdout + done.stderr)[-3000:])
 
 
 def jar_size_mb(directory: Path) -> float:

@@ -13,10 +13,8 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import shutil
 import ssl
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -143,24 +141,13 @@ def _maven_build(target: Path, log: Callable[[str], None]) -> None:
     work = target / "work"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(source_dir(), work, ignore=shutil.ignore_patterns("target"))
-    java = artifacts.find_java()
-    env = dict(os.environ, JAVA_HOME=str(java.parent.parent))
-    # `package` is enough: the Quarkus plugin resolves the stand-in deployment module from
-    # the reactor, so nothing goes into ~/.m2 under Apicurio's coordinates.
-    base = [str(artifacts.find_maven()), "-B", "-q", "-s", str(work / "settings.xml"),
-            "-f", str(work / "pom.xml"), "package"]
-    if os.environ.get("MAVEN_REPO_LOCAL"):
-        base.append(f"-Dmaven.repo.local={os.environ['MAVEN_REPO_LOCAL']}")
     log(f"building Apicurio Registry {VERSION} from Maven Central jars "
         "(cached in the local Maven repo) ...")
     started = time.monotonic()
-    # Offline first: no network round trips when ~/.m2 already holds everything.
-    done = subprocess.run([*base, "-o"], capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        done = subprocess.run(base, capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise StackError(f"Maven could not build the registry ({source_dir()}):\n"
-                         + (done.stdout + done.stderr)[-3000:])
+    # `package` is enough: the Quarkus plugin resolves the stand-in deployment module from
+    # the reactor, so nothing goes into ~/.m2 under Apicurio's coordinates.
+    artifacts.run_maven(["-s", str(work / "settings.xml"), "-f", str(work / "pom.xml"),
+                         "package"], f"Maven could not build the registry ({source_dir()})")
     built = work / "app" / "target"
     app = target / "app"
     shutil.rmtree(app, ignore_errors=True)
