@@ -28,6 +28,7 @@ import pyspark
 from bench_materializer import _run_job
 from bench_rf3 import CHANGES, KEYS, PER_BATCH, breakdown, publish_rf3
 
+from devstack import kafka
 from materializer.settings import MaterializerConfig
 from materializer.spark import job
 from shared.kafka_topics import TopicCreator
@@ -35,7 +36,8 @@ from shared.kafka_topics import TopicCreator
 HERE = Path(__file__).parent / "jvm_floor"
 CORES = int(os.environ.get("JVM_FLOOR_CORES", "2"))
 # (query, copy dedupe window in s; 0: off)
-DEFAULT_RUNS = "kafka-floor:0,jvm-floor:0,jvm-floor:120,py-nostate:0,py-floor:0,tws:0,tws:120"
+DEFAULT_RUNS = ("kafka-floor:0,jvm-floor:0,jvm-floor:120,py-nostate:0,py-floor:0,py-floor:120,"
+                "tws:0,tws:120")
 RUNS = [(api, int(window)) for api, window in (
     r.split(":") for r in os.environ.get("JVM_FLOOR_RUNS", DEFAULT_RUNS).split(","))]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -136,8 +138,6 @@ def test_bench_jvm_floor_rf3(stack, tmp_path: Path, monkeypatch) -> None:
     """Logical changes/s per core: the floors, then the real job, same input shape."""
     monkeypatch.setenv("BENCH_EXTRA_CP", str(build_jar(tmp_path / "jar")))
     changes = (CHANGES // KEYS) * KEYS
-    from devstack import kafka
-
     broker = int(kafka.pid_file(stack).read_text().split()[0])
     for api, window in RUNS:
         prefix = f"floor{uuid.uuid4().hex[:6]}"
