@@ -112,24 +112,23 @@ class ConfluentRegistry:
         raise RegistryError(f"schema registry {self.url} unreachable for subject {subject!r} "
                             f"after {self.attempts} attempts: {failure}")
 
-    def _register_once(self, subject_path: str, body: bytes) -> int:
+    def _register_once(self, subject_path: str, body: bytes, again: bool = True) -> int:
         """POST the schema; on a conflict (409) find it under the subject, or POST once more.
 
         A 409 is an incompatible schema, or (Apicurio) the loss of a race to create the
         subject: another worker created it a moment ago with this schema (the lookup finds
         its id) or with another version of the table (registering again adds ours)."""
-        for last in (False, True):
-            try:
-                return self._post(f"{subject_path}/versions", body)
-            except urllib.error.HTTPError as exc:
-                if exc.code != 409:
-                    raise
-                found = self._lookup(subject_path, body)
-                if found is not None:
-                    return found
-                if last:
-                    raise
-        raise AssertionError("unreachable")
+        try:
+            return self._post(f"{subject_path}/versions", body)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:
+                raise
+            found = self._lookup(subject_path, body)
+            if found is not None:
+                return found
+            if not again:
+                raise
+        return self._register_once(subject_path, body, again=False)
 
     def _post(self, where: str, body: bytes) -> int:
         req = urllib.request.Request(where, data=body, method="POST", headers=self._headers)

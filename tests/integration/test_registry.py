@@ -90,8 +90,9 @@ def test_writers_racing_to_register_a_new_subject_all_get_its_id(reg: StackSetti
         with ThreadPoolExecutor(8) as pool:
             ids = list(pool.map(ConfluentRegistry(url).register, [subject] * len(schemas),
                                 schemas))
-        by_schema = {json.dumps(sc): {i for sc2, i in zip(schemas, ids, strict=True)
-                                      if sc2 == sc} for sc in schemas}
+        by_schema: dict[str, set[int]] = {}
+        for schema, schema_id in zip(schemas, ids, strict=True):
+            by_schema.setdefault(json.dumps(schema), set()).add(schema_id)
         assert all(len(found) == 1 for found in by_schema.values()), by_schema
         client = SchemaRegistryClient({"url": url})
         for text, (schema_id,) in by_schema.items():

@@ -17,12 +17,8 @@ from devstack.spark_cli import spark
 
 
 def _settings(nodes: int | None = None, locked: bool = False) -> StackSettings:
-    s = settings()
-    s = replace(s, nodes=nodes) if nodes else s
-    return s.secured() if locked else s
-
-
-_SECURE = SECURE
+    s = settings(locked)
+    return replace(s, nodes=nodes) if nodes else s
 
 
 def _node(n: int, locked: bool = False) -> StackSettings:
@@ -59,7 +55,7 @@ def fetch() -> None:
 @click.option("--nodes", type=click.IntRange(1, MAX_NODES), default=None,
               help="Cassandra nodes in the ring (default 1, or CASSCADE_NODES); node n on "
                    "127.0.0.n, started one after another.")
-@_SECURE
+@SECURE
 def up(nodes: int | None, locked: bool) -> None:
     """Start Kafka and the Cassandra node(s) (what already runs is reused) and wait until
     each answers and, for a ring, `nodetool status` shows every node UN. With --secure,
@@ -76,14 +72,14 @@ def up(nodes: int | None, locked: bool) -> None:
 
 
 @dev.command()
-@_SECURE
+@SECURE
 def down(locked: bool) -> None:
     """Stop the processes `up` started, by pid file (drains Cassandra first)."""
     run(stack.down, _settings(locked=locked))
 
 
 @dev.command()
-@_SECURE
+@SECURE
 def status(locked: bool) -> None:
     """Say what runs where, one line per Cassandra node. Exit code 0 when Kafka and every
     node run, 3 otherwise."""
@@ -111,7 +107,7 @@ def logs(service: str, lines: int) -> None:
 @dev.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("--node", "n", type=int, default=1, show_default=True,
               help="Which node of the ring (its JMX port).")
-@_SECURE
+@SECURE
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def nodetool(n: int, locked: bool, args: tuple[str, ...]) -> None:
     """Run nodetool against a node, e.g. `nodetool flush ks table` or
