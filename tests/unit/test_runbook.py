@@ -17,7 +17,7 @@ RUNBOOK = ROOT / "deploy" / "RUNBOOK.md"
 
 
 def _commands() -> list[list[str]]:
-    blocks = re.findall(r"```\n(.*?)```", RUNBOOK.read_text(), re.S)
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", RUNBOOK.read_text(), re.S)  # ```yaml too
     lines = [line.strip() for b in blocks for line in b.splitlines()]
     return [shlex.split(line) for line in lines
             if line.startswith(("casscade ", "deploy/spark/submit.sh"))]
