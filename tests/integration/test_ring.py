@@ -108,8 +108,8 @@ def _run_on_cluster(env, spark_cluster, name: str, ks: str) -> dict:
     """`deploy/spark/submit.sh` to the standalone cluster (a master, two one-core workers)
     over the prefix's raw topics, --available-now: one micro-batch (the default limit of
     records per batch holds them all, so no mutation straddles two batches); worker 2 killed
-    with SIGKILL once that batch writes events of `ks`.r. Returns the exit code, what the kill hit
-    and the log's end."""
+    with SIGKILL once that batch reads shuffle blocks there. Returns the exit code, what the
+    kill hit and the log's end."""
     import os
     import subprocess
     import sys
@@ -126,18 +126,24 @@ def _run_on_cluster(env, spark_cluster, name: str, ks: str) -> dict:
            "--set", f"spark.checkpoint={checkpoint}", "--set", "log.format=text",
            "--set", "http.port=0", "--available-now"]
     log = work / f"{name}.log"
+    apps = cluster.worker_dir(spark_cluster, 2) / "work"
+    earlier = set(apps.glob("app-*"))  # the session's cluster may have run other jobs
     proc = subprocess.Popen(cmd, cwd=repo_root(), env=dict(os.environ, PYTHON=sys.executable),
                             stdout=log.open("ab"), stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
-        # The first events: the batch's last stage runs on both executors (a kill before
-        # any task ran went unnoticed by the driver once: no "Lost executor" in its log).
-        bootstrap, topic = env["ring"].bootstrap_servers, f"{env['prefix']}.{ks}.r"
+        # Worker 2 dies once its executor reads shuffle blocks: the batch's first stage has
+        # written map output on both executors (lost with it, so Spark must recompute it) and
+        # a later stage runs there. Waiting for the first events raced the batch's commit
+        # (CI, 2026-11-25: the events and the commit fell within one poll); a kill before any
+        # task ran went unnoticed by the driver once (no "Lost executor" in its log).
+        def reading_shuffle() -> bool:
+            return proc.poll() is not None or any(
+                "non-empty blocks" in f.read_text(errors="replace")
+                for app in set(apps.glob("app-*")) - earlier for f in app.glob("*/stderr"))
 
-        def writing() -> bool:
-            return proc.poll() is not None or bool(events_so_far(bootstrap, topic))
-
-        wait_until(writing, 300, "the first events from the cluster", interval_s=0.5)
+        wait_until(reading_shuffle, 300, "worker 2's executor reading shuffle blocks",
+                   interval_s=0.2)
         mid_batch = proc.poll() is None and not (checkpoint / "commits" / "0").exists()
         killed = mid_batch and cluster.kill_worker(spark_cluster, 2)
         code = proc.wait(900)
