@@ -77,7 +77,7 @@ class Agent:
         self.segments: dict[int, _Segment] = {}
         self.tables: dict[int, tuple[TableSchema, str, str]] = {}  # id(table) → hash, topic
         # the sink's event: stopping also ends its waits for Kafka
-        self.stop: threading.Event = getattr(sink, "stopping", None) or threading.Event()
+        self.stop: threading.Event = sink.stopping
         self.last_loop = time.monotonic()
         self.last_save = 0.0
         self.last_retry = time.monotonic()
