@@ -10,7 +10,15 @@ compare; JVM_FLOOR_RUNS lists query:dedupe-window-s pairs (0: the copy dedupe of
 - "jvm-floor": CopyFloor;
 - "py-floor", "py-nostate": CopyFloor's work in a Python processor shaped like the real one,
   with and without its state calls;
-- "tws": the real job (transformWithState over KeyHandler).
+- "tws": the real job (transformWithState over KeyHandler);
+- "arrow-floor": the floor of a design without shuffles or Spark state (not casscade's):
+  raw topics are keyed by partition key, so every copy of a key is in one Kafka partition,
+  read by one task; a mapInArrow over the source drops copies by digest and reads and
+  writes each key's last value in a RocksDB (rocksdict) per Kafka partition, one output
+  per change. What it leaves out: making that state consistent with Spark's checkpoint
+  (replayed batches) and with task placement on a cluster;
+- "arrow-job": the same design with casscade's KeyHandler doing the merge (state blob and
+  schema hash per key in the rocksdict; TTL timers left out): what that design would reach.
 What it answers for issue 14: how many logical changes per core Spark itself leaves room
 for, i.e. what a JVM-side merge could reach at best, and where today's cost goes. Also
 printed: the Kafka broker's share of the busy CPU.
@@ -31,13 +39,13 @@ from bench_rf3 import CHANGES, KEYS, PER_BATCH, breakdown, publish_rf3
 from devstack import kafka
 from materializer.settings import MaterializerConfig
 from materializer.spark import job
-from shared.kafka_topics import TopicCreator
+from shared.kafka_topics import TopicCreator, read_to_end
 
 HERE = Path(__file__).parent / "jvm_floor"
 CORES = int(os.environ.get("JVM_FLOOR_CORES", "2"))
 # (query, copy dedupe window in s; 0: off)
 DEFAULT_RUNS = ("kafka-floor:0,jvm-floor:0,jvm-floor:120,py-nostate:0,py-floor:0,py-floor:120,"
-                "tws:0,tws:120")
+                "tws:0,tws:120,arrow-floor:0,arrow-job:0")
 RUNS = [(api, int(window)) for api, window in (
     r.split(":") for r in os.environ.get("JVM_FLOOR_RUNS", DEFAULT_RUNS).split(","))]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -109,9 +117,110 @@ def python_floor(with_state: bool) -> object:
     return PythonFloor()
 
 
+def arrow_floor(state_dir: str) -> object:
+    """mapInArrow function of "arrow-floor": per Kafka partition a rocksdict holding each
+    copy digest seen and each key's last value; a copy seen before is dropped, every other
+    record goes out as (its key's last value + its value), like CopyFloor's output."""
+    def run(batches: Iterator) -> Iterator:
+        import pyarrow as pa
+        from rocksdict import Rdict
+
+        from shared.rowupdate import DIGEST_SIZE
+
+        dbs: dict[int, Rdict] = {}
+        try:
+            for batch in batches:
+                cols = batch.to_pydict()
+                topics, keys, values = [], [], []
+                for topic, pk, value, part in zip(cols["topic"], cols["key"], cols["value"],
+                                                  cols["partition"], strict=True):
+                    db = dbs.get(part)
+                    if db is None:
+                        db = dbs[part] = Rdict(f"{state_dir}/{topic}-{part}")
+                    copy = b"c" + value[1:1 + 2 * DIGEST_SIZE]
+                    if db.get(copy) is not None:
+                        continue
+                    db[copy] = b""
+                    last = db.get(pk) or b""
+                    db[pk] = value
+                    topics.append(topic.replace(".raw.", ".floor."))
+                    keys.append(pk)
+                    values.append(last + value)
+                yield pa.RecordBatch.from_pydict({"topic": topics, "key": keys,
+                                                  "value": values})
+        finally:
+            for db in dbs.values():
+                db.close()
+    return run
+
+
+def arrow_job(state_dir: str, kafka: dict, schema_topic: str, settings: object) -> object:
+    """mapInArrow function of "arrow-job": arrow_floor's copy drop and rocksdict per Kafka
+    partition around the real KeyHandler (one call per key and record batch)."""
+    def run(batches: Iterator) -> Iterator:
+        import time
+
+        import pyarrow as pa
+        from rocksdict import Rdict
+
+        from materializer.handler import KeyHandler, RawRecord
+        from materializer.spark import processor as p
+        from shared.rowupdate import DIGEST_SIZE
+
+        handler = KeyHandler(p._cache(kafka, schema_topic), settings,
+                             p._topics(kafka, settings).ensure, p._publisher(kafka, settings))
+        dbs: dict[int, Rdict] = {}
+        try:
+            for batch in batches:
+                cols = batch.to_pydict()
+                by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
+                for topic, pk, value, part, offset in zip(
+                        cols["topic"], cols["key"], cols["value"], cols["partition"],
+                        cols["offset"], strict=True):
+                    db = dbs.get(part)
+                    if db is None:
+                        db = dbs[part] = Rdict(f"{state_dir}/{topic}-{part}")
+                    copy = b"c" + value[1:1 + 2 * DIGEST_SIZE]
+                    if db.get(copy) is not None:
+                        continue
+                    db[copy] = b""
+                    by_key.setdefault((topic, part, pk), []).append(
+                        RawRecord(value, part, offset))
+                out: list[tuple] = []
+                now = int(time.time() * 1000)
+                for (topic, part, pk), records in by_key.items():
+                    db = dbs[part]
+                    result = handler.handle(
+                        topic, pk, records, db.get(b"s" + pk), db.get(b"h" + pk), now,
+                        lambda ids, db=db, pk=pk: [db.get(b"p%d:" % i + pk) for i in ids])
+                    out.extend(result.outputs)
+                    if result.schema_hash is None:
+                        continue
+                    for page, blob in result.pages.items():
+                        if blob is None:
+                            del db[b"p%d:" % page + pk]
+                        else:
+                            db[b"p%d:" % page + pk] = blob
+                    if result.state is None:
+                        db.delete(b"s" + pk)
+                    else:
+                        db[b"s" + pk], db[b"h" + pk] = result.state, result.schema_hash
+                yield pa.RecordBatch.from_pydict(
+                    {"topic": [t for t, _, _ in out], "key": [k for _, k, _ in out],
+                     "value": [v for _, _, v in out]},
+                    schema=pa.schema([("topic", pa.string()), ("key", pa.binary()),
+                                      ("value", pa.binary())]))
+        finally:
+            for db in dbs.values():
+                db.close()
+    return run
+
+
 def start_floor(spark: object, cfg: MaterializerConfig, api: str) -> object:
     """The job's query (job.read_raw → … → job.write_events) with CopyFloor as processor
-    ("jvm-floor"), with its Python twin ("py-floor", "py-nostate": python_floor), or with
+    ("jvm-floor"), with its Python twin ("py-floor", "py-nostate": python_floor), with a
+    mapInArrow and rocksdict instead of shuffles and Spark state ("arrow-floor"; with the
+    KeyHandler: "arrow-job"), or with
     none ("kafka-floor": every record that passes the dedupe goes straight to the output
     topic, no shuffle after it, no state of its own)."""
     from pyspark.sql import DataFrame
@@ -125,6 +234,16 @@ def start_floor(spark: object, cfg: MaterializerConfig, api: str) -> object:
                .groupBy("topic", "bucket")
                .transformWithState(python_floor(api == "py-floor"), OUTPUT_SCHEMA, "Append",
                                    "None"))
+    elif api == "arrow-floor":
+        state_dir = cfg.spark.checkpoint / "rocksdict"
+        state_dir.mkdir(parents=True, exist_ok=True)
+        out = raw.mapInArrow(arrow_floor(str(state_dir)), OUTPUT_SCHEMA)
+    elif api == "arrow-job":
+        state_dir = cfg.spark.checkpoint / "rocksdict"
+        state_dir.mkdir(parents=True, exist_ok=True)
+        out = raw.mapInArrow(arrow_job(str(state_dir), cfg.kafka.client(),
+                                       f"{cfg.kafka.topic_prefix}.schemas",
+                                       job.event_settings(cfg)), OUTPUT_SCHEMA)
     elif api == "kafka-floor":
         out = raw.select(F.regexp_replace("topic", r"\.raw\.", ".floor.").alias("topic"),
                          "key", "value")
@@ -162,3 +281,6 @@ def test_bench_jvm_floor_rf3(stack, tmp_path: Path, monkeypatch) -> None:
         print(breakdown(details[1:], CORES, logical))
         print(f"  the whole run (start-up included): {busy:.1f} core-s busy, of it the Kafka "
               f"broker {broker_cpu:.1f} core-s ({broker_cpu / busy:.0%})")
+        if api in ("tws", "arrow-job"):  # a real merge: one event per change, no more
+            events = sum(1 for _ in read_to_end(stack.bootstrap_servers, f"{prefix}.bench.t"))
+            assert events == changes, (api, events, changes)

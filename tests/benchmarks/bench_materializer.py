@@ -194,7 +194,7 @@ spark = job.session(cfg, available_now=True)
 spark.sparkContext.setLogLevel("ERROR")
 if api in ("tws", "stock"):
     query = job.start(spark, cfg, available_now=True)
-elif api.endswith("floor") or api == "py-nostate":
+elif api.endswith("floor") or api in ("py-nostate", "arrow-job"):
     from bench_jvm_floor import start_floor
     query = start_floor(spark, cfg, api)
 else:
