@@ -117,37 +117,54 @@ def python_floor(with_state: bool) -> object:
     return PythonFloor()
 
 
+def _first_copy(dbs: dict, state_dir: str, topic: str, part: int, value: bytes) -> object:
+    """The rocksdict of `topic`'s Kafka partition `part` (opened on first use) if `value`
+    is the first copy of its record seen there (its copy key recorded now), else None. The
+    copy keys are never dropped here: a bench of a few minutes, not a window."""
+    from rocksdict import Rdict
+
+    from shared.rowupdate import DIGEST_SIZE
+
+    db = dbs.get((topic, part))
+    if db is None:
+        db = dbs[(topic, part)] = Rdict(f"{state_dir}/{topic}-{part}")
+    copy = b"c" + value[1:1 + 2 * DIGEST_SIZE]
+    if db.get(copy) is not None:
+        return None
+    db[copy] = b""
+    return db
+
+
+def _arrow_out(rows: list[tuple[str, bytes | None, bytes | None]]) -> object:
+    """(topic, key, value) rows as one Arrow batch of OUTPUT_SCHEMA (typed even if empty)."""
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_pydict(
+        {"topic": [t for t, _, _ in rows], "key": [k for _, k, _ in rows],
+         "value": [v for _, _, v in rows]},
+        schema=pa.schema([("topic", pa.string()), ("key", pa.binary()),
+                          ("value", pa.binary())]))
+
+
 def arrow_floor(state_dir: str) -> object:
     """mapInArrow function of "arrow-floor": per Kafka partition a rocksdict holding each
     copy digest seen and each key's last value; a copy seen before is dropped, every other
     record goes out as (its key's last value + its value), like CopyFloor's output."""
     def run(batches: Iterator) -> Iterator:
-        import pyarrow as pa
-        from rocksdict import Rdict
-
-        from shared.rowupdate import DIGEST_SIZE
-
-        dbs: dict[int, Rdict] = {}
+        dbs: dict = {}
         try:
             for batch in batches:
                 cols = batch.to_pydict()
-                topics, keys, values = [], [], []
+                out = []
                 for topic, pk, value, part in zip(cols["topic"], cols["key"], cols["value"],
                                                   cols["partition"], strict=True):
-                    db = dbs.get(part)
+                    db = _first_copy(dbs, state_dir, topic, part, value)
                     if db is None:
-                        db = dbs[part] = Rdict(f"{state_dir}/{topic}-{part}")
-                    copy = b"c" + value[1:1 + 2 * DIGEST_SIZE]
-                    if db.get(copy) is not None:
                         continue
-                    db[copy] = b""
                     last = db.get(pk) or b""
                     db[pk] = value
-                    topics.append(topic.replace(".raw.", ".floor."))
-                    keys.append(pk)
-                    values.append(last + value)
-                yield pa.RecordBatch.from_pydict({"topic": topics, "key": keys,
-                                                  "value": values})
+                    out.append((topic.replace(".raw.", ".floor."), pk, last + value))
+                yield _arrow_out(out)
         finally:
             for db in dbs.values():
                 db.close()
@@ -160,16 +177,12 @@ def arrow_job(state_dir: str, kafka: dict, schema_topic: str, settings: object) 
     def run(batches: Iterator) -> Iterator:
         import time
 
-        import pyarrow as pa
-        from rocksdict import Rdict
-
         from materializer.handler import KeyHandler, RawRecord
         from materializer.spark import processor as p
-        from shared.rowupdate import DIGEST_SIZE
 
         handler = KeyHandler(p._cache(kafka, schema_topic), settings,
                              p._topics(kafka, settings).ensure, p._publisher(kafka, settings))
-        dbs: dict[int, Rdict] = {}
+        dbs: dict = {}
         try:
             for batch in batches:
                 cols = batch.to_pydict()
@@ -177,19 +190,14 @@ def arrow_job(state_dir: str, kafka: dict, schema_topic: str, settings: object) 
                 for topic, pk, value, part, offset in zip(
                         cols["topic"], cols["key"], cols["value"], cols["partition"],
                         cols["offset"], strict=True):
-                    db = dbs.get(part)
-                    if db is None:
-                        db = dbs[part] = Rdict(f"{state_dir}/{topic}-{part}")
-                    copy = b"c" + value[1:1 + 2 * DIGEST_SIZE]
-                    if db.get(copy) is not None:
+                    if _first_copy(dbs, state_dir, topic, part, value) is None:
                         continue
-                    db[copy] = b""
                     by_key.setdefault((topic, part, pk), []).append(
                         RawRecord(value, part, offset))
                 out: list[tuple] = []
                 now = int(time.time() * 1000)
                 for (topic, part, pk), records in by_key.items():
-                    db = dbs[part]
+                    db = dbs[(topic, part)]
                     result = handler.handle(
                         topic, pk, records, db.get(b"s" + pk), db.get(b"h" + pk), now,
                         lambda ids, db=db, pk=pk: [db.get(b"p%d:" % i + pk) for i in ids])
@@ -203,13 +211,10 @@ def arrow_job(state_dir: str, kafka: dict, schema_topic: str, settings: object) 
                             db[b"p%d:" % page + pk] = blob
                     if result.state is None:
                         db.delete(b"s" + pk)
+                        db.delete(b"h" + pk)
                     else:
                         db[b"s" + pk], db[b"h" + pk] = result.state, result.schema_hash
-                yield pa.RecordBatch.from_pydict(
-                    {"topic": [t for t, _, _ in out], "key": [k for _, k, _ in out],
-                     "value": [v for _, _, v in out]},
-                    schema=pa.schema([("topic", pa.string()), ("key", pa.binary()),
-                                      ("value", pa.binary())]))
+                yield _arrow_out(out)
         finally:
             for db in dbs.values():
                 db.close()
@@ -220,9 +225,8 @@ def start_floor(spark: object, cfg: MaterializerConfig, api: str) -> object:
     """The job's query (job.read_raw → … → job.write_events) with CopyFloor as processor
     ("jvm-floor"), with its Python twin ("py-floor", "py-nostate": python_floor), with a
     mapInArrow and rocksdict instead of shuffles and Spark state ("arrow-floor"; with the
-    KeyHandler: "arrow-job"), or with
-    none ("kafka-floor": every record that passes the dedupe goes straight to the output
-    topic, no shuffle after it, no state of its own)."""
+    KeyHandler: "arrow-job"), or with none ("kafka-floor": every record that passes the
+    dedupe goes straight to the output topic, no shuffle after it, no state of its own)."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
