@@ -98,6 +98,14 @@ def _topics(kafka: dict[str, str], settings: EventSettings) -> TopicCreator:
     return creator
 
 
+def key_handler(kafka: dict[str, str], schema_topic: str, settings: EventSettings,
+                page_rows: int = DEFAULT_PAGE_ROWS) -> KeyHandler:
+    """A KeyHandler over the Python worker's shared schema cache, topic creator and schema
+    publisher (for this processor, and for any other Spark function that merges)."""
+    return KeyHandler(_cache(kafka, schema_topic), settings, _topics(kafka, settings).ensure,
+                      _publisher(kafka, settings), page_rows)
+
+
 def _conf_key(kafka: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(kafka.items()))
 
@@ -234,9 +242,8 @@ class MaterializeProcessor(StatefulProcessor):
         if self.batched_state and state_batch.supported():
             state_batch.install_schema_cache()
             state_batch.install_fast_row_decode()
-        self.handler = KeyHandler(_cache(self.kafka, self.schema_topic), self.settings,
-                                  _topics(self.kafka, self.settings).ensure,
-                                  _publisher(self.kafka, self.settings), self.page_rows)
+        self.handler = key_handler(self.kafka, self.schema_topic, self.settings,
+                                   self.page_rows)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row],
                         timerValues: TimerValues) -> Iterator[Row]:

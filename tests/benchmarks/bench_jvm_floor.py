@@ -177,11 +177,10 @@ def arrow_job(state_dir: str, kafka: dict, schema_topic: str, settings: object) 
     def run(batches: Iterator) -> Iterator:
         import time
 
-        from materializer.handler import KeyHandler, RawRecord
-        from materializer.spark import processor as p
+        from materializer.handler import RawRecord
+        from materializer.spark.processor import key_handler
 
-        handler = KeyHandler(p._cache(kafka, schema_topic), settings,
-                             p._topics(kafka, settings).ensure, p._publisher(kafka, settings))
+        handler = key_handler(kafka, schema_topic, settings)
         dbs: dict = {}
         try:
             for batch in batches:
