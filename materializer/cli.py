@@ -55,6 +55,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     a permanent failure (data lost, a checkpoint that does not fit) ends the run.
     """
     from materializer.spark import job
+    from materializer.spark.partition_job import PartitionModeRefused
     from shared.config import to_dict
     from shared.logs import setup_logging
 
@@ -91,7 +92,10 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         ("reason",))
     try:
         while True:
-            running.append(job.start(spark, cfg, available_now=available_now))
+            try:
+                running.append(job.start(spark, cfg, available_now=available_now))
+            except PartitionModeRefused as exc:
+                raise click.ClickException(str(exc)) from exc
             log.info("query started; its first micro-batch also starts the Python workers",
                      extra={"checkpoint": str(cfg.spark.checkpoint)})
             error = _await(running[-1], progress, policy)
@@ -157,12 +161,17 @@ def state(config_file: Path | None, overrides: tuple[str, ...], top: int) -> Non
     Reads the last committed micro-batch through Spark's state data source; run it with the
     job stopped, or read it as "as of the last commit".
     """
-    from materializer.spark import job
+    from materializer.spark import job, partition_job
     from materializer.spark.state_report import state_report
     from shared.logs import setup_logging
 
     cfg = _config(config_file, overrides)
     setup_logging(cfg.log.level, cfg.log.format)
+    if partition_job.state_root(Path(cfg.spark.checkpoint)).is_dir():
+        raise click.ClickException(
+            f"{cfg.spark.checkpoint} was run with spark.state_mode partition: its state is "
+            f"in the RocksDB stores under {partition_job.state_root(cfg.spark.checkpoint)}, "
+            "one per raw topic partition, not in Spark's state store that this reads")
     spark, archive = job.open_session(cfg)
     spark.sparkContext.setLogLevel("ERROR")
     try:
@@ -192,12 +201,17 @@ def rescale(old_checkpoint: Path, config_file: Path | None,
     spark.state_buckets than the old job's. The old checkpoint is only read.
     """
     from materializer.rescale import RescaleRefused, check_rescale, read_old_checkpoint
-    from materializer.spark import job
+    from materializer.spark import job, partition_job
     from materializer.spark.rescale_state import seed
     from shared.logs import setup_logging
 
     cfg = _config(config_file, overrides)
     setup_logging(cfg.log.level, cfg.log.format)
+    if cfg.spark.state_mode == "partition" or partition_job.state_root(old_checkpoint).is_dir():
+        raise click.ClickException(
+            "rescale refused: it moves Spark's state store to more state partitions; "
+            "spark.state_mode partition keeps one store per raw topic partition and has "
+            "none to move (RUNBOOK \"State without shuffles\")")
     try:
         old = read_old_checkpoint(old_checkpoint)
         check_rescale(old, Path(cfg.spark.checkpoint), cfg.spark.shuffle_partitions)

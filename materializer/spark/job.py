@@ -15,7 +15,7 @@ from materializer.handler import EventSettings
 from materializer.output.avro_registry import OPEN
 from materializer.output.values import ValueModes
 from materializer.settings import MaterializerConfig
-from materializer.spark import class_archive, copy_dedupe
+from materializer.spark import class_archive, copy_dedupe, partition_job
 from materializer.spark.processor import OUTPUT_SCHEMA, MaterializeProcessor, bucket_column
 from shared.pids import pid_alive
 
@@ -166,6 +166,12 @@ def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = Fa
     """Start the query; `available_now` processes what is in Kafka now, then stops;
     `initial_state` seeds a new checkpoint's state in its first micro-batch (rescale)."""
     k = cfg.kafka
+    if cfg.spark.state_mode == "partition":
+        return write_events(_partition_events(spark, cfg, initial_state), cfg, available_now)
+    if partition_job.state_root(Path(cfg.spark.checkpoint)).is_dir():
+        raise partition_job.PartitionModeRefused(
+            f"checkpoint {cfg.spark.checkpoint} was started with spark.state_mode partition; "
+            "the mode of a checkpoint is fixed (start a new one)")
     processor = MaterializeProcessor(k.client(), f"{k.topic_prefix}.schemas",
                                      event_settings(cfg), cfg.spark.batched_state,
                                      cfg.spark.state_page_rows)
@@ -177,9 +183,28 @@ def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = Fa
     return write_events(events, cfg, available_now)
 
 
-def read_raw(spark: SparkSession, cfg: MaterializerConfig) -> DataFrame:
+def _partition_events(spark: SparkSession, cfg: MaterializerConfig,
+                      initial_state: GroupedData | None) -> DataFrame:
+    """The events of spark.state_mode partition (materializer.spark.partition_job), after
+    its start checks."""
+    if initial_state is not None:
+        raise partition_job.PartitionModeRefused(
+            "materializer rescale seeds Spark's state store; spark.state_mode partition has "
+            "none (RUNBOOK \"State without shuffles\")")
+    k = cfg.kafka
+    checkpoint = Path(cfg.spark.checkpoint)
+    partition_job.check_start(
+        spark.sparkContext.master, checkpoint, (checkpoint / "commits" / "0").exists(),
+        partition_job.raw_partition_counts(k.client(), raw_topic_pattern(k.topic_prefix)))
+    return partition_job.events(
+        read_raw(spark, cfg, dedupe=False), partition_job.state_root(checkpoint), k.client(),
+        f"{k.topic_prefix}.schemas", event_settings(cfg), cfg.spark.state_page_rows,
+        cfg.spark.dedupe_window_s)
+
+
+def read_raw(spark: SparkSession, cfg: MaterializerConfig, dedupe: bool = True) -> DataFrame:
     """The raw topics as a stream (topic, key, value, partition, offset), copies dropped
-    within the dedupe window."""
+    within the dedupe window (`dedupe`: in the JVM, before Python)."""
     k = cfg.kafka
     reader = (spark.readStream.format("kafka")
               .option("kafka.bootstrap.servers", k.bootstrap_servers)
@@ -191,7 +216,8 @@ def read_raw(spark: SparkSession, cfg: MaterializerConfig) -> DataFrame:
         reader = reader.option("maxOffsetsPerTrigger", str(k.max_offsets_per_trigger))
     for key, value in k.consumer.items():
         reader = reader.option(f"kafka.{key}", value)
-    window = copy_dedupe.window_for(spark, cfg.spark.checkpoint, cfg.spark.dedupe_window_s)
+    window = (copy_dedupe.window_for(spark, cfg.spark.checkpoint, cfg.spark.dedupe_window_s)
+              if dedupe else 0)
     raw = reader.load()
     if window > 0:
         raw = copy_dedupe.drop_copies(raw, window)

@@ -12,6 +12,7 @@ from typing import Any
 from shared.metrics import Registry
 
 _P = "casscade_materializer_"
+PARTITION_METRICS = "partition_state"  # materializer.spark.partition_job's observe() name
 
 
 class ProgressMetrics:
@@ -37,6 +38,10 @@ class ProgressMetrics:
                                    "Copy digests held for the dedupe window")
         self.dedupe_bytes = r.gauge(_P + "dedupe_memory_bytes",
                                     "Dedupe state memory as Spark reports it")
+        self.store_keys = r.gauge(
+            _P + "partition_store_keys",
+            "spark.state_mode partition: keys (entries, copy digests, expiry index) in the "
+            "stores the last micro-batch opened, as RocksDB estimates them")
         self.lag = r.gauge(_P + "kafka_offsets_behind_latest",
                            "Raw records not read yet (summed over partitions, at batch end)")
         self.last_batch_id = r.gauge(_P + "last_batch_id", "Id of the last micro-batch")
@@ -73,6 +78,9 @@ class ProgressMetrics:
             self.copies_dropped.inc(sum(
                 int((op.get("customMetrics") or {}).get("numDroppedDuplicateRows", 0))
                 for op in progress.get("stateOperators") or [] if _is_dedupe(op)))
+            # spark.state_mode partition drops copies in its stores and counts them itself
+            self.copies_dropped.inc(int(_partition_metrics(progress).get("copies_dropped")
+                                        or 0))
         self.last_batch_id.set(batch)
         operators = progress.get("stateOperators") or []
         keyed = [op for op in operators if not _is_dedupe(op)]
@@ -80,6 +88,8 @@ class ProgressMetrics:
         self.state_rows.set(sum(int(op.get("numRowsTotal", 0)) for op in keyed))
         self.state_bytes.set(sum(int(op.get("memoryUsedBytes", 0)) for op in keyed))
         self.dedupe_keys.set(sum(int(op.get("numRowsTotal", 0)) for op in dedupe))
+        if _partition_metrics(progress):
+            self.store_keys.set(int(_partition_metrics(progress).get("store_keys") or 0))
         self.dedupe_bytes.set(sum(int(op.get("memoryUsedBytes", 0)) for op in dedupe))
         behind = [_offsets_behind(s) for s in progress.get("sources") or []]
         known = [b for b in behind if b is not None]
@@ -93,6 +103,13 @@ class ProgressMetrics:
     def status(self) -> dict[str, Any]:
         """The last progress report as Spark gave it (for /status)."""
         return {"last_progress": self.last}
+
+
+def _partition_metrics(progress: dict[str, Any]) -> dict[str, Any]:
+    """The observed metrics of spark.state_mode partition's merge ({} for the other mode)."""
+    metrics = (progress.get("observedMetrics") or {}).get(PARTITION_METRICS) or {}
+    # a progress object's metrics are a pyspark Row, its JSON form's a dict
+    return metrics.asDict() if hasattr(metrics, "asDict") else dict(metrics)
 
 
 def _is_dedupe(operator: dict[str, Any]) -> bool:

@@ -192,7 +192,8 @@ if os.environ.get("BENCH_EXTRA_CP"):  # local mode: the driver's class path is t
     cfg.spark.conf["spark.driver.extraClassPath"] = os.environ["BENCH_EXTRA_CP"]
 spark = job.session(cfg, available_now=True)
 spark.sparkContext.setLogLevel("ERROR")
-if api in ("tws", "stock"):
+if api in ("tws", "stock", "partition"):
+    cfg.spark.state_mode = "partition" if api == "partition" else "spark"
     query = job.start(spark, cfg, available_now=True)
 elif api.endswith("floor") or api in ("py-nostate", "arrow-job"):
     from bench_jvm_floor import start_floor
@@ -203,6 +204,7 @@ else:
 query.awaitTermination()
 assert query.exception() is None, query.exception()
 done = [p for p in query.recentProgress if p["numInputRows"]]
+print("OBSERVED " + json.dumps([p.get("observedMetrics") for p in done]))
 print("PROGRESS " + json.dumps([(p["numInputRows"], p["durationMs"].get("triggerExecution", 0))
                                 for p in done]))
 print("DETAIL " + json.dumps([{"durationMs": p["durationMs"], "operators": [

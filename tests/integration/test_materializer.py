@@ -8,6 +8,7 @@ with Cassandra's own `SELECT *`, key by key.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -42,6 +43,8 @@ from test_decode_random_workload import create_workload_tables, run_workload
 from devstack.settings import StackSettings, repo_root
 from materializer.output.avro_envelope import decode, schemas_from_topic
 from materializer.output.envelope import EnvelopeWriter
+from materializer.spark.partition_job import STATE_DIR
+from materializer.store.partition_store import writes_of
 from publisher.commitlog.schema_source import read_system_schema
 from shared.kafka_topics import read_to_end
 from shared.schema import catalog_from_json
@@ -137,7 +140,8 @@ def replicas(stack, workload) -> dict:
     within their key, a fifth of the records with their last copy at the end of the topic;
     then the job over them three times: the dedupe off and rows in pages of 2, in one
     micro-batch like the one-copy run ("pages"); and in micro-batches of 1,500 records, so
-    the copies at the end come after a 1 s window, with the dedupe off and on. Events
+    the copies at the end come after a 1 s window, with the dedupe off and on, and with
+    the state in partition stores (spark.state_mode partition) instead of Spark's. Events
     depend on how records fall into micro-batches (across batches arrival order stands),
     so only runs with the same batches are compared event by event."""
     work = workload["work"]
@@ -147,7 +151,10 @@ def replicas(stack, workload) -> dict:
                      stats=stats)
     runs = {"pages": ("spark.dedupe_window_s=0", "spark.state_page_rows=2"),
             "off": ("spark.dedupe_window_s=0", "kafka.max_offsets_per_trigger=1500"),
-            "on": ("spark.dedupe_window_s=1", "kafka.max_offsets_per_trigger=1500")}
+            "on": ("spark.dedupe_window_s=1", "kafka.max_offsets_per_trigger=1500"),
+            # no shuffles: the copies dropped and the state kept per raw topic partition
+            "partition": ("spark.state_mode=partition", "spark.dedupe_window_s=1",
+                          "kafka.max_offsets_per_trigger=1500")}
     for name, sets in runs.items():
         out = f"{prefix}{name}"
         copy_raw(stack, prefix, out, 1, seed=6)  # the same records, in the same order
@@ -206,6 +213,79 @@ def test_copy_dedupe_changes_no_event(stack, cql, workload, replicas) -> None:
     dropped = _dropped(work / "on.log")
     assert droppable / 2 < dropped < droppable, (dropped, droppable, replicas["late"])
     _compare(stack, cql, workload, f"{replicas['prefix']}on")
+
+
+def test_partition_stores_give_the_events_of_spark_state(stack, cql, workload, replicas
+                                                         ) -> None:
+    """spark.state_mode partition (a RocksDB per raw topic partition, no shuffles, copies
+    dropped there) gives event for event what transformWithState gives on the same
+    micro-batches, and counts the copies it dropped."""
+    ks, work = workload["ks"], workload["work"]
+    part = events_by_key(stack.bootstrap_servers, f"{replicas['prefix']}partition", ks)
+    assert len(part) >= 20
+    off = events_by_key(stack.bootstrap_servers, f"{replicas['prefix']}off", ks)
+    assert_same_events(part, off, work / "differ-partition")
+    droppable = replicas["sent"] - replicas["distinct"]
+    dropped = _dropped(work / "partition.log")
+    assert droppable / 2 < dropped < droppable, (dropped, droppable, replicas["late"])
+    stores = list((work / "ckpt-partition" / STATE_DIR).glob("*/[0-9]*"))
+    assert len(stores) >= 2 and not (work / "ckpt-partition" / "state").exists()
+    _compare(stack, cql, workload, f"{replicas['prefix']}partition")
+
+
+def test_partition_stores_roll_back_a_batch_killed_mid_way(stack, cql, workload) -> None:
+    """The job (spark.state_mode partition) killed with SIGKILL while a micro-batch's tasks
+    were writing to their stores, then run again from its checkpoint: Spark replays that
+    batch, the stores take back what its first attempt wrote (copy digests and entries),
+    and the events end at Cassandra's rows (a copy taken for seen, or a change applied
+    twice, would lose a change or leave a wrong before image)."""
+    prefix, work = workload["prefix"], workload["work"]
+    out = f"q{uuid.uuid4().hex[:8]}"
+    copy_raw(stack, prefix, out, 3, seed=8, replicas=True)
+    checkpoint = work / "ckpt-partition-killed"
+    stores = checkpoint / STATE_DIR
+    log = work / "partition-killed.log"
+    slow = materializer_command(stack, out, checkpoint, "spark.state_mode=partition",
+                                "kafka.max_offsets_per_trigger=600", available_now=False)
+    mid_batch = []
+    for attempt in range(4):  # a kill between two batches proves nothing: try again
+        done = len(_batches(checkpoint, "commits"))
+        proc = start_materializer(slow, log)
+        try:  # once a batch is done (the workers are up), kill as the next one writes
+            wait_until(lambda done=done: len(_batches(checkpoint, "commits")) > done, 300,
+                       "a committed micro-batch")
+            base = _wal_bytes(stores)
+            wait_until(lambda base=base: _wal_bytes(stores) > base, 120,
+                       "the next micro-batch writing to its stores", interval_s=0.002)
+            time.sleep(0.02 * attempt)
+        finally:
+            kill_group(proc)
+        committed = max(_batches(checkpoint, "commits"))
+        written = sum(writes_of(p, committed + 1) for p in stores.glob("*/[0-9]*"))
+        if written:
+            mid_batch.append((attempt, committed, written))
+            break
+    assert mid_batch, "no kill landed after a micro-batch's tasks wrote to their stores"
+    run_materializer(materializer_command(stack, out, checkpoint, "spark.state_mode=partition"),
+                     log)
+    assert f"micro-batch {committed + 1} runs again" in log.read_text()
+    assert max(_batches(checkpoint, "commits")) > committed
+    _compare(stack, cql, workload, out)
+
+
+def _wal_bytes(stores: Path) -> int:
+    """Bytes in the partition stores' write-ahead logs: they grow as a task writes."""
+    total = 0
+    for wal in stores.glob("*/[0-9]*/*.log"):
+        with contextlib.suppress(FileNotFoundError):  # a log rolled over meanwhile
+            total += wal.stat().st_size
+    return total
+
+
+def _batches(checkpoint: Path, log: str) -> list[int]:
+    """The batch ids in a checkpoint's offsets or commits log."""
+    folder = checkpoint / log
+    return [int(p.name) for p in folder.glob("[0-9]*")] if folder.is_dir() else []
 
 
 def test_killed_job_resumes_from_its_checkpoint(stack, cql, workload) -> None:

@@ -53,6 +53,30 @@ def test_dedupe_operator_is_counted_apart_from_the_key_state() -> None:
     assert m.copies_dropped.get() == 60 and m.input_rows.get() == 90
 
 
+class _Row(dict):
+    """What a progress object's observed metrics are in PySpark: a Row (asDict)."""
+
+    def asDict(self) -> dict[str, Any]:
+        return dict(self)
+
+
+def test_partition_mode_counts_come_from_its_observed_metrics() -> None:
+    """spark.state_mode partition has no dedupe operator: its merge counts the copies it
+    dropped as observed metrics, in a report's JSON (dict) or a progress object (Row)."""
+    m = ProgressMetrics(Registry())
+    r = report(3, 90, "2026-11-22T10:00:00.000Z", 10, 10)
+    r["stateOperators"] = []
+    r["observedMetrics"] = {"partition_state": {"copies_in": 90, "copies_dropped": 58,
+                                                "store_keys": 700}}
+    m.observe(r)
+    r2 = report(4, 30, "2026-11-22T10:00:02.000Z", 10, 10)
+    r2["observedMetrics"] = {"partition_state": _Row(copies_in=30, copies_dropped=20,
+                                                     store_keys=750)}
+    m.observe(r2)
+    m.observe({**r2, "numInputRows": 0, "timestamp": "2026-11-22T10:00:09.000Z"})  # idle
+    assert m.copies_dropped.get() == 78 and m.store_keys.get() == 750
+
+
 def test_lag_sums_every_partition_behind_its_latest_offset() -> None:
     m = ProgressMetrics(Registry())
     m.observe(report(3, 5, "2026-11-22T10:00:00.000Z", 10, 25))

@@ -1,0 +1,243 @@
+"""The query without shuffles (spark.state_mode partition): raw topics → mapInArrow over
+KeyHandler, state in a RocksDB per raw topic partition → event topics.
+
+Why it can do without Spark's state: the raw topics are keyed by partition key, so every
+copy of a key, from every replica's publisher, is in one Kafka partition, which one task of
+the Kafka source reads in each micro-batch. That task can hold the key's state itself
+(`materializer.store.partition_store`, under the checkpoint directory) and drop the copies
+it has seen, so no record is shuffled twice and no state call crosses to the JVM. Measured
+against transformWithState on the same input: README "Measured", bench_jvm_floor.
+
+What it does not do yet: run on a cluster (a task of partition p may run on any executor,
+and its store would have to follow it), re-shard its state when a raw topic gains partitions
+(`materializer rescale`), or see TTL expiry in a Kafka partition that receives no records
+(an expiry is found when the partition's next record arrives). The job refuses the first
+two; RUNBOOK "State without shuffles" says what to do.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from materializer.handler import EventSettings, KeyHandler, RawRecord, Result
+from materializer.rules.pages import DEFAULT_PAGE_ROWS
+from materializer.spark.progress import PARTITION_METRICS
+from materializer.store.partition_store import PartitionStore, partition_path
+from shared.rowupdate import copy_key_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the local property Spark sets for a micro-batch
+METRICS = PARTITION_METRICS  # the name of the query's observed metrics
+# mapInArrow's output: events, plus one row per task (topic null) with its copy counts
+TASK_SCHEMA = ("topic STRING, key BINARY, value BINARY, copies_in LONG, copies_dropped LONG,"
+               " store_keys LONG")
+STATE_DIR = "partition-state"  # under the checkpoint
+_ENTRY = struct.Struct(">qH")  # next expiry (ms, -1: none), length of the schema hash
+_CHUNK = 5_000  # output rows per Arrow batch
+_S, _P = b"s", b"p"  # store keys: a partition key's entry; its pages ("p" + page id + key)
+
+
+def state_root(checkpoint: Path) -> Path:
+    """Where the partition stores of a checkpoint live."""
+    return Path(checkpoint) / STATE_DIR
+
+
+def _entry(raw: bytes | None) -> tuple[bytes | None, str | None, int | None]:
+    """(state blob, schema hash, next expiry ms) of a stored entry."""
+    if raw is None:
+        return None, None, None
+    timer, n = _ENTRY.unpack_from(raw)
+    at = _ENTRY.size
+    return raw[at + n:], raw[at:at + n].decode(), (None if timer < 0 else timer)
+
+
+def _pack_entry(blob: bytes, schema_hash: str, timer_ms: int | None) -> bytes:
+    h = schema_hash.encode()
+    return _ENTRY.pack(-1 if timer_ms is None else timer_ms, len(h)) + h + blob
+
+
+def _page_key(page: int, pk: bytes) -> bytes:
+    return _P + struct.pack(">q", page) + pk
+
+
+class _TaskStores:
+    """The partition stores one task opens, at most one per (raw topic, Kafka partition)."""
+
+    def __init__(self, root: Path, batch: int, window_ms: int, now_ms: int) -> None:
+        self.root, self.batch, self.window_ms, self.now_ms = root, batch, window_ms, now_ms
+        self.open: dict[tuple[str, int], PartitionStore] = {}
+
+    def get(self, topic: str, partition: int) -> PartitionStore:
+        store = self.open.get((topic, partition))
+        if store is None:
+            store = self.open[(topic, partition)] = PartitionStore(
+                partition_path(self.root, topic, partition), self.batch, self.window_ms,
+                self.now_ms)
+        return store
+
+    def close(self) -> None:
+        for store in self.open.values():
+            store.close()
+
+
+def _apply(store: PartitionStore, pk: bytes, old_timer: int | None, result: Result) -> None:
+    """Write one key's result to its store: pages, entry, expiry index."""
+    if result.schema_hash is None:
+        return  # nothing usable and no state: nothing to write
+    for page, blob in result.pages.items():
+        store.put(_page_key(page, pk), blob)
+    if result.state is None:
+        store.put(_S + pk, None)
+        return
+    store.put(_S + pk, _pack_entry(result.state, result.schema_hash, result.next_timer_ms))
+    if result.next_timer_ms is not None and result.next_timer_ms != old_timer:
+        store.schedule(result.next_timer_ms, pk)
+
+
+def _pages(store: PartitionStore, pk: bytes) -> Callable[[list[int]], list[bytes | None]]:
+    return lambda ids: [store.get(_page_key(i, pk)) for i in ids]
+
+
+def _batch(rows: list[tuple[Any, ...]]) -> Any:
+    """Rows of TASK_SCHEMA as one Arrow batch (typed even if empty)."""
+    import pyarrow as pa
+
+    names = ("topic", "key", "value", "copies_in", "copies_dropped", "store_keys")
+    types = (pa.string(), pa.binary(), pa.binary(), pa.int64(), pa.int64(), pa.int64())
+    return pa.RecordBatch.from_arrays(
+        [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)],
+        schema=pa.schema(list(zip(names, types, strict=True))))
+
+
+def merge_task(root: str, handler_for: Callable[[], KeyHandler], window_s: int
+               ) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The mapInArrow function: one task's records (one Kafka partition's offset range of
+    the micro-batch) merged key by key into events, copies dropped, state in its store."""
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        batch_id = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx else None
+        if batch_id is None:
+            raise RuntimeError("the partition-state merge runs only in a streaming micro-batch")
+        now = int(time.time() * 1000)
+        stores = _TaskStores(Path(root), int(batch_id), window_s * 1000, now)
+        handler = handler_for()
+        try:
+            yield from _merge(batches, stores, handler, now)
+        finally:
+            stores.close()
+    return run
+
+
+def _merge(batches: Iterator[Any], stores: _TaskStores, handler: KeyHandler, now: int
+           ) -> Iterator[Any]:
+    by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
+    copies_in = dropped = 0
+    # a micro-batch's records of one key are merged in one call, as with transformWithState:
+    # how records fall into batches decides which intermediate images are events
+    for batch in batches:
+        cols = batch.to_pydict()
+        for topic, pk, value, part, offset in zip(cols["topic"], cols["key"], cols["value"],
+                                                  cols["partition"], cols["offset"],
+                                                  strict=True):
+            copies_in += 1
+            copy = copy_key_of(value)
+            if copy is not None and not stores.get(topic, part).first_copy(copy):
+                dropped += 1
+                continue
+            by_key.setdefault((topic, part, pk), []).append(RawRecord(value, part, offset))
+    out: list[tuple[Any, ...]] = []
+    for (topic, part, pk), records in by_key.items():
+        store = stores.get(topic, part)
+        blob, schema_hash, timer = _entry(store.get(_S + pk))
+        result = handler.handle(topic, pk, records, blob, schema_hash, now, _pages(store, pk))
+        _apply(store, pk, timer, result)
+        out.extend((t, k, v, None, None, None) for t, k, v in result.outputs)
+        if len(out) >= _CHUNK:
+            yield _batch(out)
+            out = []
+    for (topic, _part), store in stores.open.items():
+        for at_ms, pk in list(store.due(now)):
+            blob, schema_hash, timer = _entry(store.get(_S + pk))
+            if timer == at_ms:  # else the key moved on (or rolled back) since it was indexed
+                result = handler.expire(pk, blob, schema_hash, now, _pages(store, pk), topic)
+                _apply(store, pk, timer, result)
+                out.extend((t, k, v, None, None, None) for t, k, v in result.outputs)
+            store.fired(at_ms, pk)
+    keys = sum(s.estimated_keys() for s in stores.open.values())
+    out.append((None, None, None, copies_in, dropped, keys))
+    yield _batch(out)
+
+
+def events(raw: DataFrame, root: Path, kafka: dict[str, str], schema_topic: str,
+           settings: EventSettings, page_rows: int = DEFAULT_PAGE_ROWS, window_s: int = 0
+           ) -> DataFrame:
+    """The events (topic, key, value) of `raw` (the Kafka source's rows), with the copy
+    counts as the query's observed metrics METRICS."""
+    from pyspark.sql import functions as F
+
+    from materializer.spark.processor import key_handler
+
+    def handler_for() -> KeyHandler:
+        return key_handler(kafka, schema_topic, settings, page_rows)
+
+    root.mkdir(parents=True, exist_ok=True)
+    merged = raw.mapInArrow(merge_task(str(root), handler_for, window_s), TASK_SCHEMA)
+    return (merged.observe(METRICS, F.sum("copies_in").alias("copies_in"),
+                           F.sum("copies_dropped").alias("copies_dropped"),
+                           F.sum("store_keys").alias("store_keys"))
+            .where(F.col("topic").isNotNull()).select("topic", "key", "value"))
+
+
+class PartitionModeRefused(Exception):
+    """spark.state_mode partition cannot run with this master, checkpoint or topics."""
+
+
+def check_start(master: str, checkpoint: Path, started: bool,
+                partitions: dict[str, int]) -> None:
+    """Refuse what the partition stores cannot follow: a master other than local (a task
+    may run on any executor), a checkpoint started in the other mode, or a raw topic with
+    more partitions than when its state was first written (its keys moved). Records the
+    raw topics' partition counts for the next start."""
+    import json
+
+    where = f"spark.state_mode partition (checkpoint {checkpoint})"
+    if not master.startswith("local"):
+        raise PartitionModeRefused(
+            f"{where}: keeps its state on this machine's disk, so it runs on a local master "
+            f"only, not {master!r}; use spark.state_mode spark on a cluster")
+    root = state_root(checkpoint)
+    if started and not root.is_dir():
+        raise PartitionModeRefused(
+            f"{where}: this checkpoint was started with spark.state_mode spark, whose state "
+            "is in Spark's store; the mode of a checkpoint is fixed (start a new one)")
+    root.mkdir(parents=True, exist_ok=True)
+    known_file = root / "partitions.json"
+    known = json.loads(known_file.read_text()) if known_file.is_file() else {}
+    grown = {t: (known[t], n) for t, n in partitions.items() if t in known and n != known[t]}
+    if grown:
+        raise PartitionModeRefused(
+            f"{where}: raw topics changed their partition count since their state was "
+            f"written, so their keys moved between partition stores: "
+            + ", ".join(f"{t} {a} -> {b}" for t, (a, b) in sorted(grown.items()))
+            + "; replay them into a new checkpoint (RUNBOOK \"State without shuffles\")")
+    known_file.write_text(json.dumps(known | partitions, sort_keys=True))
+
+
+def raw_partition_counts(kafka: dict[str, str], pattern: str) -> dict[str, int]:
+    """Partition count of every topic matching `pattern` (a Java/Python regex)."""
+    import re
+
+    from confluent_kafka.admin import AdminClient
+
+    meta = AdminClient(kafka).list_topics(timeout=30)
+    regex = re.compile(pattern)
+    return {name: len(t.partitions) for name, t in meta.topics.items()
+            if regex.fullmatch(name)}

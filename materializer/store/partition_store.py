@@ -1,0 +1,189 @@
+"""The state of one raw topic's Kafka partition in a local RocksDB (spark.state_mode
+partition): each key's entries, the copy digests seen, and an index of TTL expiry times.
+
+Why every value carries a batch id: Spark runs a micro-batch again after a crash, and
+retries a failed task, so a store that already holds some of a batch's effects must be able
+to take them back. Each entry is written as (the batch that wrote it, its value, its value
+before that batch). A replay of batch b reads the before value of the entries b wrote, so a
+rollback needs no undo log, no scan and no atomic commit: each entry rolls back on its own,
+however much of the batch reached the store. Only the last batch ever runs again (Spark
+starts batch b+1 after b's commit), so one before value is enough.
+
+The same holds for the copy digests (a digest first seen by batch b is new again in b's
+replay, until this attempt sees it) and the expiry index (an expiry fired by batch b fires
+again in b's replay).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+from rocksdict import Options, Rdict
+
+log = logging.getLogger(__name__)
+_HEAD = struct.Struct(">qii")  # batch id, length of the value, length of the before value
+_BATCH = struct.Struct(">q")
+_SLOT = struct.Struct(">I")
+_ENTRY, _COPY, _EXPIRY, _META = b"e", b"c", b"x", b"m"
+_NEWEST = _META + b"newest-batch"
+_FIRED_NOT = -1  # an expiry index entry not fired yet
+
+
+class StateAhead(Exception):
+    """The store holds a batch newer than the one the checkpoint runs: it belongs to another
+    checkpoint, or the checkpoint was rolled back."""
+
+
+def _pack(batch: int, value: bytes | None, before: bytes | None) -> bytes:
+    return (_HEAD.pack(batch, -1 if value is None else len(value),
+                       -1 if before is None else len(before))
+            + (value or b"") + (before or b""))
+
+
+def _unpack(raw: bytes) -> tuple[int, bytes | None, bytes | None]:
+    batch, n, m = _HEAD.unpack_from(raw)
+    at = _HEAD.size
+    value = None if n < 0 else raw[at:at + n]
+    at += max(n, 0)
+    return batch, value, (None if m < 0 else raw[at:at + m])
+
+
+class PartitionStore:
+    """One Kafka partition's state, opened by the task that runs one micro-batch of it
+    (RocksDB's lock refuses a second opener: two tasks of one partition fail loudly)."""
+
+    def __init__(self, path: Path, batch: int, copy_window_ms: int, now_ms: int) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.batch = batch
+        self._db = Rdict(str(path), Options(raw_mode=True))
+        try:
+            newest = self._db.get(_NEWEST)
+            if newest is not None and _BATCH.unpack(newest)[0] > batch:
+                raise StateAhead(
+                    f"{path} holds micro-batch {_BATCH.unpack(newest)[0]}, newer than the "
+                    f"checkpoint's {batch}: it belongs to another checkpoint (keep the state "
+                    "directory inside its checkpoint, and remove both together)")
+            self._db.put(_NEWEST, _BATCH.pack(batch))
+        except BaseException:
+            self._db.close()
+            raise
+        self.replay = newest is not None and _BATCH.unpack(newest)[0] == batch
+        if self.replay:
+            log.warning(f"micro-batch {batch} runs again on {path}: what its earlier attempt "
+                        "wrote is rolled back")
+        self._window_ms = copy_window_ms
+        self._slot = now_ms // copy_window_ms if copy_window_ms > 0 else 0
+        self._copies: set[bytes] = set()  # digests this attempt has seen
+        self._fired: set[bytes] = set()  # expiry index keys this attempt has fired
+        self._written: dict[bytes, bytes | None] = {}  # entries this attempt wrote
+        self._before: dict[bytes, bytes | None] = {}  # entries as the previous batch left them
+        if copy_window_ms > 0 and self._slot > 1:
+            # digests of slots before the previous one are past the window: gone in one cut
+            self._db.delete_range(_COPY + _SLOT.pack(0), _COPY + _SLOT.pack(self._slot - 1))
+
+    def close(self) -> None:
+        """Close the RocksDB (its writes are in its write-ahead log already)."""
+        self._db.close()
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of `key` as of the end of the previous batch, or as this batch left it."""
+        if key in self._written:
+            return self._written[key]
+        return self._before_batch(key)
+
+    def _before_batch(self, key: bytes) -> bytes | None:
+        """`key`'s value at the end of the previous batch (read once per attempt)."""
+        if key in self._before:
+            return self._before[key]
+        raw = self._db.get(_ENTRY + key)
+        value = None
+        if raw is not None:
+            batch, value, before = _unpack(raw)
+            if batch > self.batch:
+                raise StateAhead(f"{self.path}: an entry of micro-batch {batch} in batch "
+                                 f"{self.batch}")
+            if batch == self.batch:
+                value = before  # a replay: this batch's earlier attempt wrote it
+        self._before[key] = value
+        return value
+
+    def put(self, key: bytes, value: bytes | None) -> None:
+        """Set (None: remove) `key`'s value for this batch, keeping the value before it."""
+        before = self._before_batch(key)
+        self._written[key] = value
+        if value is None and before is None:
+            self._db.delete(_ENTRY + key)
+        else:
+            self._db.put(_ENTRY + key, _pack(self.batch, value, before))
+
+    def first_copy(self, digest: bytes) -> bool:
+        """Whether a record with this copy digest is seen for the first time within the
+        window (then it is recorded); False: a copy of one seen before, to drop."""
+        if self._window_ms <= 0:
+            return True
+        if digest in self._copies:
+            return False
+        for slot in (self._slot, self._slot - 1) if self._slot else (0,):
+            raw = self._db.get(_COPY + _SLOT.pack(slot) + digest)
+            if raw is not None and _BATCH.unpack(raw)[0] < self.batch:
+                return False  # seen by a committed batch (one of this batch: a replay)
+        self._db.put(_COPY + _SLOT.pack(self._slot) + digest, _BATCH.pack(self.batch))
+        self._copies.add(digest)
+        return True
+
+    def schedule(self, at_ms: int, key: bytes) -> None:
+        """Index `key` as due for a look at `at_ms` (an entry that moved on is skipped)."""
+        self._db.put(_EXPIRY + _BATCH.pack(at_ms) + key, _BATCH.pack(_FIRED_NOT))
+
+    def due(self, now_ms: int) -> Iterator[tuple[int, bytes]]:
+        """The (time, key) index entries due at `now_ms` not fired yet: each is fired (by
+        `fired`) or stays due. Entries fired by committed batches are removed on the way."""
+        it = self._db.iter()
+        it.seek(_EXPIRY)
+        end = _EXPIRY + _BATCH.pack(now_ms + 1)
+        found: list[tuple[bytes, int]] = []
+        while it.valid() and it.key() < end:
+            found.append((it.key(), _BATCH.unpack(it.value())[0]))
+            it.next()
+        del it
+        for index_key, fired_in in found:
+            if fired_in != _FIRED_NOT and fired_in < self.batch:
+                self._db.delete(index_key)
+            elif fired_in == _FIRED_NOT or index_key not in self._fired:
+                yield (_BATCH.unpack_from(index_key, 1)[0], index_key[1 + _BATCH.size:])
+
+    def fired(self, at_ms: int, key: bytes) -> None:
+        """Mark the index entry (at_ms, key) fired by this batch."""
+        index_key = _EXPIRY + _BATCH.pack(at_ms) + key
+        self._db.put(index_key, _BATCH.pack(self.batch))
+        self._fired.add(index_key)
+
+    def estimated_keys(self) -> int:
+        """RocksDB's estimate of the keys it holds (entries, digests, index)."""
+        return int(self._db.property_int_value("rocksdb.estimate-num-keys") or 0)
+
+
+def partition_path(root: Path, topic: str, partition: int) -> Path:
+    """The directory of one raw topic partition's store under `root`."""
+    return root / topic / str(partition)
+
+
+def writes_of(path: Path, batch: int) -> int:
+    """How many entries and copy digests of a stopped store micro-batch `batch` wrote (for
+    tests and operators; the store's lock refuses while the job holds it)."""
+    db = Rdict(str(path), Options(raw_mode=True))
+    try:
+        it = db.iter()
+        it.seek(_COPY)  # the copy digests, then the entries ("c" < "e")
+        count = 0
+        while it.valid() and it.key()[:1] in (_COPY, _ENTRY):
+            count += _BATCH.unpack_from(it.value())[0] == batch
+            it.next()
+        del it
+        return count
+    finally:
+        db.close()
