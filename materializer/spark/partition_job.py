@@ -66,7 +66,7 @@ def _page_key(page: int, pk: bytes) -> bytes:
     return _P + struct.pack(">q", page) + pk
 
 
-class _TaskStores:
+class TaskStores:
     """The partition stores one task opens, at most one per (raw topic, Kafka partition)."""
 
     def __init__(self, root: Path, batch: int, window_ms: int, now_ms: int) -> None:
@@ -74,6 +74,7 @@ class _TaskStores:
         self.open: dict[tuple[str, int], PartitionStore] = {}
 
     def get(self, topic: str, partition: int) -> PartitionStore:
+        """The store of (topic, partition), opened on first use."""
         store = self.open.get((topic, partition))
         if store is None:
             store = self.open[(topic, partition)] = PartitionStore(
@@ -82,6 +83,7 @@ class _TaskStores:
         return store
 
     def close(self) -> None:
+        """Close every store opened."""
         for store in self.open.values():
             store.close()
 
@@ -127,17 +129,19 @@ def merge_task(root: str, handler_for: Callable[[], KeyHandler], window_s: int
         if batch_id is None:
             raise RuntimeError("the partition-state merge runs only in a streaming micro-batch")
         now = int(time.time() * 1000)
-        stores = _TaskStores(Path(root), int(batch_id), window_s * 1000, now)
+        stores = TaskStores(Path(root), int(batch_id), window_s * 1000, now)
         handler = handler_for()
         try:
-            yield from _merge(batches, stores, handler, now)
+            yield from merge(batches, stores, handler, now)
         finally:
             stores.close()
     return run
 
 
-def _merge(batches: Iterator[Any], stores: _TaskStores, handler: KeyHandler, now: int
-           ) -> Iterator[Any]:
+def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: int
+          ) -> Iterator[Any]:
+    """Arrow batches of raw records (topic, key, value, partition, offset) → Arrow batches of
+    TASK_SCHEMA: the events, then one row of counts; the keys' state in `stores`."""
     by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
     copies_in = dropped = 0
     # a micro-batch's records of one key are merged in one call, as with transformWithState:

@@ -1,5 +1,5 @@
 """Where a logical change's Python time goes in spark.state_mode partition, in process (no
-Spark, no Kafka): the task function's own merge (`partition_job._merge`) over bench_rf3's
+Spark, no Kafka): the task function's own merge (`partition_job.merge`) over bench_rf3's
 input, each change three times with different `source` blocks, shuffled, as Arrow batches
 of 10,000 rows (Spark's default spark.sql.execution.arrow.maxRecordsPerBatch), one
 micro-batch of PARTITION_BATCH copies after the other, real RocksDB stores in a temporary
@@ -130,10 +130,10 @@ def test_bench_partition_merge_breakdown(tmp_path: Path, monkeypatch: Any) -> No
     events = 0
     start = time.process_time()
     for batch_id, batches in enumerate(micro):
-        stores = partition_job._TaskStores(tmp_path / "timed", batch_id, 120_000,
+        stores = partition_job.TaskStores(tmp_path / "timed", batch_id, 120_000,
                                            1_800_000_000_000)
         try:
-            out = partition_job._merge(iter([_TimedBatch(b, clock) for b in batches]), stores,
+            out = partition_job.merge(iter([_TimedBatch(b, clock) for b in batches]), stores,
                                        handler, 1_800_000_000_000)
             events += sum(b.num_rows for b in _drain(out)) - 1  # less the counts row
         finally:
@@ -160,9 +160,9 @@ def _plain_run(micro: list[list[pa.RecordBatch]], root: Path, handler: KeyHandle
     """CPU seconds of the same merge without the phase clocks (they cost per call)."""
     start = time.process_time()
     for batch_id, batches in enumerate(micro):
-        stores = partition_job._TaskStores(root, batch_id, 120_000, 1_800_000_000_000)
+        stores = partition_job.TaskStores(root, batch_id, 120_000, 1_800_000_000_000)
         try:
-            _drain(partition_job._merge(iter(batches), stores, handler, 1_800_000_000_000))
+            _drain(partition_job.merge(iter(batches), stores, handler, 1_800_000_000_000))
         finally:
             stores.close()
     return time.process_time() - start

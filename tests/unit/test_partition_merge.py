@@ -1,0 +1,73 @@
+"""The partition-state merge in process (no Spark): a TTL expiry found through a store's
+expiry index when another key of the partition arrives, again in a replay of that batch,
+and never twice once committed (real RocksDB stores in a temporary directory)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from test_materializer_events import NOW_MS, TABLE, Registry, i32
+
+from materializer.handler import EventSettings, KeyHandler
+from materializer.spark.partition_job import TaskStores, merge
+from shared import rowupdate
+
+TOPIC = "p.raw.shop.orders"
+
+
+def _ttl_row(pk: int, qty: int, ts_s: int, ttl_s: int) -> bytes:
+    return rowupdate.encode({
+        "table_id": TABLE.id.bytes, "keyspace": "shop", "table": "orders",
+        "schema_hash": TABLE.schema_hash, "partition_key": i32(pk), "clustering": [i32(1)],
+        "kind": "ROW", "shadowable": False, "range": None, "deletion": None,
+        "liveness": {"timestamp": ts_s * 1_000_000, "ttl": ttl_s,
+                     "local_expiration_time": ts_s + ttl_s},
+        "cells": [{"column": "qty", "path": None, "value": i32(qty),
+                   "timestamp": ts_s * 1_000_000, "ttl": ttl_s,
+                   "local_deletion_time": ts_s + ttl_s, "tombstone": False}],
+        "complex_deletions": [],
+        "source": {"host": "10.0.0.1", "datacenter": "dc1", "file": "CommitLog-7-5.log",
+                   "segment_id": 5, "position": 100 + pk, "index": 0, "commitlog_version": 7,
+                   "messaging_version": 12}})
+
+
+def _run(root: Path, batch: int, now_ms: int, rows: list[tuple[int, bytes]]
+         ) -> tuple[list[tuple[int, str]], dict[str, Any]]:
+    """One task of micro-batch `batch`: its events as (partition key, op), and its counts."""
+    handler = KeyHandler(Registry(TABLE), EventSettings("p"))
+    arrow = pa.RecordBatch.from_pydict(
+        {"topic": [TOPIC] * len(rows), "key": [i32(pk) for pk, _ in rows],
+         "value": [v for _, v in rows], "partition": [0] * len(rows),
+         "offset": list(range(batch * 10, batch * 10 + len(rows)))})
+    stores = TaskStores(root, batch, 60_000, now_ms)
+    try:
+        out = pa.Table.from_batches(list(merge(iter([arrow]), stores, handler, now_ms)))
+    finally:
+        stores.close()
+    rows_out = out.to_pylist()
+    counts = rows_out[-1]
+    events = [(json.loads(r["key"])["id"], json.loads(r["value"])["op"])
+              for r in rows_out[:-1] if r["value"] is not None]
+    return events, counts
+
+
+def test_expiry_fires_from_the_index_when_the_partition_next_gets_a_record(tmp_path) -> None:
+    t0 = NOW_MS // 1000
+    row = _ttl_row(7, 5, t0, 10)
+    # key 7 written with a 10 s TTL, three copies: one change, two dropped
+    events, counts = _run(tmp_path, 0, NOW_MS, [(7, row), (7, row), (7, row)])
+    assert events == [(7, "c")]
+    assert (counts["copies_in"], counts["copies_dropped"]) == (3, 2)
+    # 20 s later another key of the partition arrives: key 7's row has expired
+    later = NOW_MS + 20_000
+    events, _ = _run(tmp_path, 1, later, [(8, _ttl_row(8, 1, t0 + 20, 100))])
+    assert sorted(events) == [(7, "d"), (8, "c")]
+    # batch 1 again (its first attempt wrote everything, Spark did not commit it)
+    again, _ = _run(tmp_path, 1, later, [(8, _ttl_row(8, 1, t0 + 20, 100))])
+    assert sorted(again) == sorted(events)
+    # once batch 1 is committed, the expiry is done: batch 2 has only its own change
+    events, _ = _run(tmp_path, 2, later + 5_000, [(8, _ttl_row(8, 2, t0 + 25, 100))])
+    assert events == [(8, "u")]
