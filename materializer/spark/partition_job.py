@@ -27,7 +27,7 @@ from materializer.handler import EventSettings, KeyHandler, RawRecord, Result
 from materializer.rules.pages import DEFAULT_PAGE_ROWS
 from materializer.spark.progress import PARTITION_METRICS
 from materializer.store.partition_store import PartitionStore, partition_path
-from shared.rowupdate import copy_key_of
+from shared.rowupdate import COPY_KEY_SIZE  # rowupdate.copy_key_of, inlined: per copy
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -36,7 +36,7 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the local property Spark sets for
 METRICS = PARTITION_METRICS  # the name of the query's observed metrics
 # mapInArrow's output: events, plus one row per task (topic null) with its copy counts
 TASK_SCHEMA = ("topic STRING, key BINARY, value BINARY, copies_in LONG, copies_dropped LONG,"
-               " store_keys LONG")
+               " store_keys LONG, python_cpu_ms LONG")
 STATE_DIR = "partition-state"  # under the checkpoint
 _ENTRY = struct.Struct(">qH")  # next expiry (ms, -1: none), length of the schema hash
 _CHUNK = 5_000  # output rows per Arrow batch
@@ -110,8 +110,10 @@ def _batch(rows: list[tuple[Any, ...]]) -> Any:
     """Rows of TASK_SCHEMA as one Arrow batch (typed even if empty)."""
     import pyarrow as pa
 
-    names = ("topic", "key", "value", "copies_in", "copies_dropped", "store_keys")
-    types = (pa.string(), pa.binary(), pa.binary(), pa.int64(), pa.int64(), pa.int64())
+    names = ("topic", "key", "value", "copies_in", "copies_dropped", "store_keys",
+             "python_cpu_ms")
+    types = (pa.string(), pa.binary(), pa.binary(), pa.int64(), pa.int64(), pa.int64(),
+             pa.int64())
     return pa.RecordBatch.from_arrays(
         [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)],
         schema=pa.schema(list(zip(names, types, strict=True))))
@@ -142,18 +144,23 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
           ) -> Iterator[Any]:
     """Arrow batches of raw records (topic, key, value, partition, offset) → Arrow batches of
     TASK_SCHEMA: the events, then one row of counts; the keys' state in `stores`."""
+    cpu = time.process_time()
     by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
     copies_in = dropped = 0
     # a micro-batch's records of one key are merged in one call, as with transformWithState:
     # how records fall into batches decides which intermediate images are events
+    where: tuple[str, int] | None = None
+    first_copy = None
     for batch in batches:
         cols = batch.to_pydict()
         for topic, pk, value, part, offset in zip(cols["topic"], cols["key"], cols["value"],
                                                   cols["partition"], cols["offset"],
                                                   strict=True):
             copies_in += 1
-            copy = copy_key_of(value)
-            if copy is not None and not stores.get(topic, part).first_copy(copy):
+            if (topic, part) != where:  # a task reads one Kafka partition: this is rare
+                where, first_copy = (topic, part), stores.get(topic, part).first_copy
+            size = COPY_KEY_SIZE.get(value[0]) if value else None
+            if size and not first_copy(value[1:1 + size]):
                 dropped += 1
                 continue
             by_key.setdefault((topic, part, pk), []).append(RawRecord(value, part, offset))
@@ -163,7 +170,7 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
         blob, schema_hash, timer = _entry(store.get(_S + pk))
         result = handler.handle(topic, pk, records, blob, schema_hash, now, _pages(store, pk))
         _apply(store, pk, timer, result)
-        out.extend((t, k, v, None, None, None) for t, k, v in result.outputs)
+        out.extend((t, k, v, None, None, None, None) for t, k, v in result.outputs)
         if len(out) >= _CHUNK:
             yield _batch(out)
             out = []
@@ -173,10 +180,12 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
             if timer == at_ms:  # else the key moved on (or rolled back) since it was indexed
                 result = handler.expire(pk, blob, schema_hash, now, _pages(store, pk), topic)
                 _apply(store, pk, timer, result)
-                out.extend((t, k, v, None, None, None) for t, k, v in result.outputs)
+                out.extend((t, k, v, None, None, None, None) for t, k, v in result.outputs)
             store.fired(at_ms, pk)
     keys = sum(s.estimated_keys() for s in stores.open.values())
-    out.append((None, None, None, copies_in, dropped, keys))
+    # the Python worker's CPU for this task (input read and merge): the rest is the JVM's
+    out.append((None, None, None, copies_in, dropped, keys,
+                round((time.process_time() - cpu) * 1000)))
     yield _batch(out)
 
 
@@ -196,7 +205,8 @@ def events(raw: DataFrame, root: Path, kafka: dict[str, str], schema_topic: str,
     merged = raw.mapInArrow(merge_task(str(root), handler_for, window_s), TASK_SCHEMA)
     return (merged.observe(METRICS, F.sum("copies_in").alias("copies_in"),
                            F.sum("copies_dropped").alias("copies_dropped"),
-                           F.sum("store_keys").alias("store_keys"))
+                           F.sum("store_keys").alias("store_keys"),
+                           F.sum("python_cpu_ms").alias("python_cpu_ms"))
             .where(F.col("topic").isNotNull()).select("topic", "key", "value"))
 
 

@@ -81,9 +81,11 @@ class PartitionStore:
         self._fired: set[bytes] = set()  # expiry index keys this attempt has fired
         self._written: dict[bytes, bytes | None] = {}  # entries this attempt wrote
         self._before: dict[bytes, bytes | None] = {}  # entries as the previous batch left them
-        if copy_window_ms > 0 and self._slot > 1:
-            # digests of slots before the previous one are past the window: gone in one cut
-            self._db.delete_range(_COPY + _SLOT.pack(0), _COPY + _SLOT.pack(self._slot - 1))
+        self._slot_prefix = _COPY + _SLOT.pack(self._slot)
+        self._batch_value = _BATCH.pack(batch)
+        if copy_window_ms > 0 and self._slot > 0:
+            # digests of earlier slots are past the window: gone in one cut
+            self._db.delete_range(_COPY + _SLOT.pack(0), self._slot_prefix)
 
     def close(self) -> None:
         """Close the RocksDB (its writes are in its write-ahead log already)."""
@@ -127,11 +129,13 @@ class PartitionStore:
             return True
         if digest in self._copies:
             return False
-        for slot in (self._slot, self._slot - 1) if self._slot else (0,):
-            raw = self._db.get(_COPY + _SLOT.pack(slot) + digest)
-            if raw is not None and _BATCH.unpack(raw)[0] < self.batch:
-                return False  # seen by a committed batch (one of this batch: a replay)
-        self._db.put(_COPY + _SLOT.pack(self._slot) + digest, _BATCH.pack(self.batch))
+        # only the current slot is looked at: a copy whose first one came before the slot
+        # began (under a second before, mostly, of a window of minutes) is merged, harmlessly
+        key = self._slot_prefix + digest
+        raw = self._db.get(key)
+        if raw is not None and _BATCH.unpack(raw)[0] < self.batch:
+            return False  # seen by a committed batch (one of this batch: a replay)
+        self._db.put(key, self._batch_value)
         self._copies.add(digest)
         return True
 

@@ -18,7 +18,9 @@ compare; JVM_FLOOR_RUNS lists query:dedupe-window-s pairs (0: the copy dedupe of
   per change. What it leaves out: making that state consistent with Spark's checkpoint
   (replayed batches) and with task placement on a cluster;
 - "arrow-job": the same design with casscade's KeyHandler doing the merge (state blob and
-  schema hash per key in the rocksdict; TTL timers left out): what that design would reach.
+  schema hash per key in the rocksdict; TTL timers left out): what that design would reach;
+- "partition": that design as built, the job with spark.state_mode partition
+  (materializer.spark.partition_job: rollback on replay, expiry index, copy window).
 What it answers for issue 14: how many logical changes per core Spark itself leaves room
 for, i.e. what a JVM-side merge could reach at best, and where today's cost goes. Also
 printed: the Kafka broker's share of the busy CPU.
@@ -267,9 +269,10 @@ def test_bench_jvm_floor_rf3(stack, tmp_path: Path, monkeypatch) -> None:
         assert copies_sent == 3 * changes
         TopicCreator(stack.bootstrap_servers, 2, 1).ensure(f"{prefix}.floor.bench.t")
         details: list = []
+        observed: list = []
         busy, broker_cpu = machine_busy_s(), process_cpu_s(broker)
         progress = _run_job(stack, api, CORES, prefix, tmp_path / f"ckpt-{prefix}", PER_BATCH,
-                            dedupe_s=window, details=details)
+                            dedupe_s=window, details=details, observed=observed)
         assert sum(n for n, _ in progress) == copies_sent
         busy, broker_cpu = machine_busy_s() - busy, process_cpu_s(broker) - broker_cpu
         first, steady = progress[0], progress[1:]
@@ -284,6 +287,10 @@ def test_bench_jvm_floor_rf3(stack, tmp_path: Path, monkeypatch) -> None:
         print(breakdown(details[1:], CORES, logical))
         print(f"  the whole run (start-up included): {busy:.1f} core-s busy, of it the Kafka "
               f"broker {broker_cpu:.1f} core-s ({broker_cpu / busy:.0%})")
-        if api in ("tws", "arrow-job", "partition"):  # a real merge: one event per change, no more
+        if api == "partition":  # the Python workers' own CPU, from the task counts
+            python_ms = sum(o["partition_state"]["python_cpu_ms"] for o in observed[1:])
+            print(f"  Python workers (input read, merge, state): {python_ms * 1000 / logical:.0f}"
+                  f" us per change; the JVM, scheduling and waits: the rest")
+        if api in ("tws", "arrow-job", "partition"):  # a real merge: one event per change
             events = sum(1 for _ in read_to_end(stack.bootstrap_servers, f"{prefix}.bench.t"))
             assert events == changes, (api, events, changes)

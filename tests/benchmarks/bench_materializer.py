@@ -204,7 +204,8 @@ else:
 query.awaitTermination()
 assert query.exception() is None, query.exception()
 done = [p for p in query.recentProgress if p["numInputRows"]]
-print("OBSERVED " + json.dumps([p.get("observedMetrics") for p in done]))
+print("OBSERVED " + json.dumps([{k: v.asDict() for k, v in (p.observedMetrics or {}).items()}
+                                for p in done]))
 print("PROGRESS " + json.dumps([(p["numInputRows"], p["durationMs"].get("triggerExecution", 0))
                                 for p in done]))
 print("DETAIL " + json.dumps([{"durationMs": p["durationMs"], "operators": [
@@ -242,11 +243,13 @@ def _publish(bootstrap: str, prefix: str) -> int:
 
 def _run_job(stack, api: str, cores: int, prefix: str, ckpt: Path, per_batch: int,
              *extra: str, partitions: int | None = None,
-             dedupe_s: int | None = None, details: list | None = None) -> list[tuple[int, int]]:
+             dedupe_s: int | None = None, details: list | None = None,
+             observed: list | None = None) -> list[tuple[int, int]]:
     """The job over what the raw topics hold now: (rows, ms) of each non-empty batch;
     `partitions`: spark.shuffle_partitions (default: as many as cores); `dedupe_s`:
     spark.dedupe_window_s (default: the job's own); `details` gets each such batch's
-    durations (ms) and state operators' metrics from Spark's progress report."""
+    durations (ms) and state operators' metrics from Spark's progress report, `observed`
+    its observed metrics."""
     here = Path(__file__).parent
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), os.getcwd()]),
                BENCH_SHUFFLE=str(partitions or ""),
@@ -257,6 +260,8 @@ def _run_job(stack, api: str, cores: int, prefix: str, ckpt: Path, per_batch: in
     assert out.returncode == 0, out.stderr[-3000:]
     if details is not None:
         details.extend(json.loads(out.stdout.split("DETAIL ", 1)[1].splitlines()[0]))
+    if observed is not None:  # each such batch's observed metrics (state_mode partition's)
+        observed.extend(json.loads(out.stdout.split("OBSERVED ", 1)[1].splitlines()[0]))
     return json.loads(out.stdout.split("PROGRESS ", 1)[1].splitlines()[0])
 
 
