@@ -8,7 +8,6 @@ with Cassandra's own `SELECT *`, key by key.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -235,7 +234,7 @@ def test_partition_stores_give_the_events_of_spark_state(stack, cql, workload, r
 
 def test_partition_stores_roll_back_a_batch_killed_mid_way(stack, cql, workload) -> None:
     """The job (spark.state_mode partition) killed with SIGKILL while a micro-batch's tasks
-    were writing to their stores, then run again from its checkpoint: Spark replays that
+    had written to their stores, then run again from its checkpoint: Spark replays that
     batch, the stores take back what its first attempt wrote (copy digests and entries),
     and the events end at Cassandra's rows (a copy taken for seen, or a change applied
     twice, would lose a change or leave a wrong before image)."""
@@ -251,13 +250,14 @@ def test_partition_stores_roll_back_a_batch_killed_mid_way(stack, cql, workload)
     for attempt in range(4):  # a kill between two batches proves nothing: try again
         done = len(_batches(checkpoint, "commits"))
         proc = start_materializer(slow, log)
-        try:  # once a batch is done (the workers are up), kill as the next one writes
+        try:  # once a batch is done (the workers are up), kill as the next one's first
+            # task flushes its store (a new table file), before Spark commits the batch
             wait_until(lambda done=done: len(_batches(checkpoint, "commits")) > done, 300,
                        "a committed micro-batch")
-            base = _wal_bytes(stores)
-            wait_until(lambda base=base: _wal_bytes(stores) > base, 120,
-                       "the next micro-batch writing to its stores", interval_s=0.002)
-            time.sleep(0.02 * attempt)
+            base = _table_files(stores)
+            wait_until(lambda base=base: _table_files(stores) - base, 120,
+                       "the next micro-batch flushing a store", interval_s=0.002)
+            time.sleep(0.01 * attempt)
         finally:
             kill_group(proc)
         committed = max(_batches(checkpoint, "commits"))
@@ -273,13 +273,9 @@ def test_partition_stores_roll_back_a_batch_killed_mid_way(stack, cql, workload)
     _compare(stack, cql, workload, out)
 
 
-def _wal_bytes(stores: Path) -> int:
-    """Bytes in the partition stores' write-ahead logs: they grow as a task writes."""
-    total = 0
-    for wal in stores.glob("*/[0-9]*/*.log"):
-        with contextlib.suppress(FileNotFoundError):  # a log rolled over meanwhile
-            total += wal.stat().st_size
-    return total
+def _table_files(stores: Path) -> set[str]:
+    """The partition stores' table files: a task's store gains one when it closes."""
+    return {str(p) for p in stores.glob("*/[0-9]*/*.sst")}
 
 
 def _batches(checkpoint: Path, log: str) -> list[int]:
