@@ -84,7 +84,12 @@ def _build(model: type[T], data: Mapping[str, Any], where: str) -> T:
     kwargs = {}
     for name, value in data.items():
         kwargs[name] = _convert(hints[name], value, f"{where}{name}")
-    return model(**kwargs)
+    try:
+        return model(**kwargs)
+    except ConfigError:
+        raise
+    except ValueError as exc:  # a model's own check (__post_init__): a config error too
+        raise ConfigError(str(exc)) from exc
 
 
 def _convert(hint: Any, value: Any, where: str) -> Any:

@@ -227,6 +227,10 @@ def check_start(master: str, checkpoint: Path, started: bool,
         raise PartitionModeRefused(
             f"{where}: keeps its state on this machine's disk, so it runs on a local master "
             f"only, not {master!r}; use spark.state_mode spark on a cluster")
+    if "://" in str(checkpoint):
+        raise PartitionModeRefused(
+            f"{where}: the partition stores live beside the checkpoint on this machine's "
+            "disk; give spark.checkpoint a local path")
     root = state_root(checkpoint)
     if started and not root.is_dir():
         raise PartitionModeRefused(

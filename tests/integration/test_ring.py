@@ -19,8 +19,10 @@ from materializer_harness import (
     kill_group,
     materializer_command,
     read_events,
+    run_materializer,
     start_materializer,
 )
+from raw_copies import copy_raw
 from ring_harness import (
     RingPublishers,
     check_events,
@@ -183,6 +185,26 @@ def test_rf3_differential_events_end_at_select_all(env, staged) -> None:
                           _tables(env, ks))
     # three copies in, one event out (events + tombstones < copies / 2)
     assert counts["r"] < sum(hosts.values()) / 2, (counts, hosts)
+
+
+def test_rf3_differential_with_partition_stores_ends_at_select_all(env, staged) -> None:
+    """The same raw records (every replica's copy, as the three publishers sent them) through
+    the job with spark.state_mode partition, locally: the three checks pass, and the copies
+    were dropped in the partition stores."""
+    ks, work = staged["differential"]["ks"], env["work"]
+    prefix = f"part{uuid.uuid4().hex[:6]}"
+    sent = copy_raw(env["ring"], env["prefix"], prefix, 1, seed=21)
+    log = work / "partition.log"
+    run_materializer(materializer_command(env["ring"], prefix, work / "ckpt-partition",
+                                          "spark.state_mode=partition"), log)
+    counts = check_events(env["ring"].bootstrap_servers, prefix, env["truth"],
+                          _tables(env, ks))
+    hosts = staged["differential"]["hosts"]
+    assert counts["r"] < sum(hosts.values()) / 2, (counts, hosts)
+    end = next(line for line in reversed(log.read_text().splitlines())
+               if "materializer run ended" in line)
+    dropped = int(end.split("copies_dropped=")[1].split()[0])
+    assert sent / 2 < dropped < sent, (dropped, sent)
 
 
 def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env) -> None:

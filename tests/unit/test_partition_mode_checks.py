@@ -1,0 +1,39 @@
+"""What spark.state_mode partition refuses at start (pure checks on a temporary directory)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from materializer.settings import SparkSettings
+from materializer.spark.partition_job import PartitionModeRefused, check_start, state_root
+
+
+def test_a_cluster_master_or_a_remote_checkpoint_is_refused(tmp_path) -> None:
+    with pytest.raises(PartitionModeRefused, match=r"local master only.*spark://m:7077"):
+        check_start("spark://m:7077", tmp_path, False, {})
+    with pytest.raises(PartitionModeRefused, match="local path"):
+        check_start("local[2]", "hdfs://nn/ckpt", False, {})  # type: ignore[arg-type]
+
+
+def test_a_checkpoint_started_in_the_other_mode_is_refused(tmp_path) -> None:
+    with pytest.raises(PartitionModeRefused, match=r"started with spark\.state_mode spark"):
+        check_start("local[2]", tmp_path, True, {})
+    check_start("local[2]", tmp_path, False, {"p.raw.ks.t": 3})
+    check_start("local[2]", tmp_path, True, {"p.raw.ks.t": 3})  # its own mode: fine
+
+
+def test_a_raw_topic_that_gained_partitions_is_refused_new_topics_are_recorded(tmp_path
+                                                                               ) -> None:
+    check_start("local[2]", tmp_path, False, {"p.raw.ks.t": 3})
+    check_start("local[2]", tmp_path, True, {"p.raw.ks.t": 3, "p.raw.ks.u": 6})
+    known = json.loads((state_root(tmp_path) / "partitions.json").read_text())
+    assert known == {"p.raw.ks.t": 3, "p.raw.ks.u": 6}
+    with pytest.raises(PartitionModeRefused, match=r"p\.raw\.ks\.u 6 -> 12"):
+        check_start("local[2]", tmp_path, True, {"p.raw.ks.t": 3, "p.raw.ks.u": 12})
+
+
+def test_an_unknown_state_mode_is_a_config_error() -> None:
+    with pytest.raises(ValueError, match=r"spark\.state_mode must be one of spark, partition"):
+        SparkSettings(state_mode="shuffle-free")
