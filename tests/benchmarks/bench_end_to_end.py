@@ -8,6 +8,7 @@ last SECONDS s. Design §7 target: p50 <= 2 s,
 p99 <= 5 s with a 1 s commitlog sync. `test_bench_end_to_end_latency_rf3` does the same on the
 test ring (three nodes at RF=3, writes at QUORUM, a publisher beside each node), where every
 change reaches the job three times (issue 14's goal there: p50 <= 2 s, p99 <= 4 s).
+BENCH_STATE_MODE=partition runs the job without shuffles (spark.state_mode partition).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ SECONDS = int(os.environ.get("BENCH_SECONDS", "30"))
 # (Python workers starting, the JVM compiling the query's code)
 WARMUP_S = int(os.environ.get("BENCH_WARMUP_S", "60"))
 TRIGGER_MS = int(os.environ.get("BENCH_TRIGGER_MS", "1000"))
+STATE_MODE = os.environ.get("BENCH_STATE_MODE", "spark")  # spark.state_mode of the job
 HTTP_PORT = 18112
 LAST_BREAKDOWN: list = []  # the last progress report seen: where a micro-batch's time goes
 
@@ -106,7 +108,8 @@ def _start_job(stack: Any, prefix: str, tmp_path: Path) -> Any:
     """The materializer following `prefix`'s raw topics, triggered every TRIGGER_MS."""
     return start_materializer(materializer_command(
         stack, prefix, tmp_path / "ckpt", f"spark.trigger_interval_ms={TRIGGER_MS}",
-        f"http.port={HTTP_PORT}", available_now=False), tmp_path / "job.log")
+        f"http.port={HTTP_PORT}", f"spark.state_mode={STATE_MODE}", available_now=False),
+        tmp_path / "job.log")
 
 
 def _measure(session: Any, insert: Any, bootstrap: str, topic: str
@@ -141,7 +144,8 @@ def _report(what: str, latencies: list[float], measured: int,
             batches: dict[int, tuple[int, int]]) -> None:
     assert len(latencies) >= measured, f"{len(latencies)} of {measured} arrived"
     q = statistics.quantiles(latencies, n=100)
-    print(f"\n{what}: write -> change event at {RATE} writes/s for {SECONDS}s after "
+    print(f"\n{what}, spark.state_mode {STATE_MODE}: write -> change event at {RATE} "
+          f"writes/s for {SECONDS}s after "
           f"{WARMUP_S}s, trigger {TRIGGER_MS} ms: "
           f"p50 {q[49]:.2f}s, p99 {q[98]:.2f}s, max {max(latencies):.2f}s "
           f"({len(latencies):,} events)")
