@@ -196,22 +196,29 @@ def test_three_replicas_copies_give_the_events_of_one(stack, workload, one_copy,
 def test_copy_dedupe_changes_no_event(stack, cql, workload, replicas) -> None:
     """The JVM-side dedupe drops the copies that come within its window, merges the late
     ones harmlessly, and the events are those without it; they end at Cassandra's rows."""
+    work = workload["work"]
+    assert replicas["sent"] > 6000 and replicas["late"] > 50
+    assert _dropped(work / "off.log") == 0 and _dropped(work / "pages.log") == 0
+    _same_events_as_dedupe_off(stack, workload, replicas, "on")
+    _compare(stack, cql, workload, f"{replicas['prefix']}on")
+
+
+def _same_events_as_dedupe_off(stack, workload, replicas, run: str) -> None:
+    """Run `run` of the replicas fixture gave the dedupe-off run's events, event for event,
+    and dropped most of the copies that could go."""
     ks, work = workload["ks"], workload["work"]
-    on = events_by_key(stack.bootstrap_servers, f"{replicas['prefix']}on", ks)
-    assert len(on) >= 20
+    got = events_by_key(stack.bootstrap_servers, f"{replicas['prefix']}{run}", ks)
+    assert len(got) >= 20
     off = events_by_key(stack.bootstrap_servers, f"{replicas['prefix']}off", ks)
-    assert_same_events(on, off, work / "differ-on")
+    assert_same_events(got, off, work / f"differ-{run}")
     # every record's copies but one can go; a workload can also write one record twice
     # (the same statement, explicit timestamp, same second): those are copies too
     droppable = replicas["sent"] - replicas["distinct"]
-    assert replicas["sent"] > 6000 and replicas["late"] > 50
-    assert _dropped(work / "off.log") == 0 and _dropped(work / "pages.log") == 0
-    # most copies stopped before Python (a key's copies sit side by side in its partition,
-    # so a record's copies meet within a micro-batch or two); some late ones came after
-    # the window and were merged
-    dropped = _dropped(work / "on.log")
+    # most copies stopped before the merge (a key's copies sit side by side in its
+    # partition, so a record's copies meet within a micro-batch or two); some late ones
+    # came after the window and were merged
+    dropped = _dropped(work / f"{run}.log")
     assert droppable / 2 < dropped < droppable, (dropped, droppable, replicas["late"])
-    _compare(stack, cql, workload, f"{replicas['prefix']}on")
 
 
 def test_partition_stores_give_the_events_of_spark_state(stack, cql, workload, replicas
@@ -219,14 +226,8 @@ def test_partition_stores_give_the_events_of_spark_state(stack, cql, workload, r
     """spark.state_mode partition (a RocksDB per raw topic partition, no shuffles, copies
     dropped there) gives event for event what transformWithState gives on the same
     micro-batches, and counts the copies it dropped."""
-    ks, work = workload["ks"], workload["work"]
-    part = events_by_key(stack.bootstrap_servers, f"{replicas['prefix']}partition", ks)
-    assert len(part) >= 20
-    off = events_by_key(stack.bootstrap_servers, f"{replicas['prefix']}off", ks)
-    assert_same_events(part, off, work / "differ-partition")
-    droppable = replicas["sent"] - replicas["distinct"]
-    dropped = _dropped(work / "partition.log")
-    assert droppable / 2 < dropped < droppable, (dropped, droppable, replicas["late"])
+    work = workload["work"]
+    _same_events_as_dedupe_off(stack, workload, replicas, "partition")
     stores = list((work / "ckpt-partition" / STATE_DIR).glob("*/[0-9]*"))
     assert len(stores) >= 2 and not (work / "ckpt-partition" / "state").exists()
     _compare(stack, cql, workload, f"{replicas['prefix']}partition")
