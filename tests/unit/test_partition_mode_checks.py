@@ -37,3 +37,19 @@ def test_a_raw_topic_that_gained_partitions_is_refused_new_topics_are_recorded(t
 def test_an_unknown_state_mode_is_a_config_error() -> None:
     with pytest.raises(ValueError, match=r"spark\.state_mode must be one of spark, partition"):
         SparkSettings(state_mode="shuffle-free")
+
+
+def test_state_and_rescale_refuse_a_partition_mode_checkpoint(tmp_path) -> None:
+    """Both read or move Spark's state store, which this mode does not have: a clear refusal
+    before Spark starts."""
+    from click.testing import CliRunner
+
+    from casscade.cli import cli
+
+    state_root(tmp_path).mkdir(parents=True)
+    runner = CliRunner()
+    out = runner.invoke(cli, ["materializer", "state", "--set", f"spark.checkpoint={tmp_path}"])
+    assert out.exit_code == 1 and "spark.state_mode partition" in out.output, out.output
+    out = runner.invoke(cli, ["materializer", "rescale", "--from-checkpoint", str(tmp_path),
+                              "--set", f"spark.checkpoint={tmp_path / 'new'}"])
+    assert out.exit_code == 1 and "rescale refused" in out.output, out.output
