@@ -32,6 +32,14 @@ _NEWEST = _META + b"newest-batch"
 _FIRED_NOT = -1  # an expiry index entry not fired yet
 
 
+def _options() -> Options:
+    options = Options(raw_mode=True)
+    # RocksDB starts a new info LOG at every open, one per task and micro-batch here, and
+    # keeps 1,000 old ones by default
+    options.set_keep_log_file_num(2)
+    return options
+
+
 class StateAhead(Exception):
     """The store holds a batch newer than the one the checkpoint runs: it belongs to another
     checkpoint, or the checkpoint was rolled back."""
@@ -59,7 +67,7 @@ class PartitionStore:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.batch = batch
-        self._db = Rdict(str(path), Options(raw_mode=True))
+        self._db = Rdict(str(path), _options())
         # No write-ahead log (a third of a put's cost): close() flushes the batch's writes
         # to a table file before the task can succeed, which is all Spark's commit relies
         # on; an attempt killed before that leaves fewer of its writes, and a replay takes
@@ -189,7 +197,7 @@ def partition_path(root: Path, topic: str, partition: int) -> Path:
 def writes_of(path: Path, batch: int) -> int:
     """How many entries and copy digests of a stopped store micro-batch `batch` wrote (for
     tests and operators; the store's lock refuses while the job holds it)."""
-    db = Rdict(str(path), Options(raw_mode=True))
+    db = Rdict(str(path), _options())
     try:
         it = db.iter()
         it.seek(_COPY)  # the copy digests, then the entries ("c" < "e")
