@@ -83,9 +83,15 @@ class TaskStores:
         return store
 
     def close(self) -> None:
-        """Close every store opened."""
+        """Close every store opened (each one, even if another fails; then the first error)."""
+        errors = []
         for store in self.open.values():
-            store.close()
+            try:
+                store.close()
+            except Exception as exc:  # raised below, once the others are closed
+                errors.append(exc)
+        if errors:
+            raise errors[0]
 
 
 def _apply(store: PartitionStore, pk: bytes, old_timer: int | None, result: Result) -> None:
