@@ -88,7 +88,7 @@ class TaskStores:
         for store in self.open.values():
             try:
                 store.close()
-            except Exception as exc:  # raised below, once the others are closed
+            except Exception as exc:  # noqa: BLE001 (raised below, once the others are closed)
                 errors.append(exc)
         if errors:
             raise errors[0]
