@@ -185,7 +185,9 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
             blob, schema_hash, timer = _entry(store.get(_S + pk))
             if timer == at_ms:  # else the key moved on (or rolled back) since it was indexed
                 result = handler.expire(pk, blob, schema_hash, now, _pages(store, pk), topic)
-                _apply(store, pk, timer, result)
+                # old timer None: the next one is indexed even if it is the same time (this
+                # index entry is spent), as the default mode registers its timer again
+                _apply(store, pk, None, result)
                 out.extend((t, k, v, None, None, None, None) for t, k, v in result.outputs)
             store.fired(at_ms, pk)
     keys = sum(s.estimated_keys() for s in stores.open.values())

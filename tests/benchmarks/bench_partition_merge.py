@@ -18,7 +18,7 @@ import os
 import random
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -124,21 +124,10 @@ def test_bench_partition_merge_breakdown(tmp_path: Path, monkeypatch: Any) -> No
         settings, publisher = EventSettings("bench"), None
     handler = KeyHandler(_Schemas(), settings, schema_publisher=publisher)
     micro = _micro_batches()
-    plain = _plain_run(micro, tmp_path / "plain", handler)  # before the clocks go in
+    plain, _ = _run(micro, tmp_path / "plain", handler, lambda b: b)  # before the clocks
     clock = PhaseClock()
     _instrument(clock, monkeypatch)
-    events = 0
-    start = time.process_time()
-    for batch_id, batches in enumerate(micro):
-        stores = partition_job.TaskStores(tmp_path / "timed", batch_id, 120_000,
-                                           1_800_000_000_000)
-        try:
-            out = partition_job.merge(iter([_TimedBatch(b, clock) for b in batches]), stores,
-                                       handler, 1_800_000_000_000)
-            events += sum(b.num_rows for b in _drain(out)) - 1  # less the counts row
-        finally:
-            stores.close()
-    cpu = time.process_time() - start
+    cpu, events = _run(micro, tmp_path / "timed", handler, lambda b: _TimedBatch(b, clock))
     changes = (CHANGES // KEYS) * KEYS
     assert events == changes, (events, changes)
     timed = sum(clock.spent.values())
@@ -152,17 +141,18 @@ def test_bench_partition_merge_breakdown(tmp_path: Path, monkeypatch: Any) -> No
         print(f"  {phase:24s} {secs * 1e6 / changes:6.1f} us per change ({secs / cpu:.0%})")
 
 
-def _drain(out: Iterator[Any]) -> list[Any]:
-    return list(out)
-
-
-def _plain_run(micro: list[list[pa.RecordBatch]], root: Path, handler: KeyHandler) -> float:
-    """CPU seconds of the same merge without the phase clocks (they cost per call)."""
+def _run(micro: list[list[pa.RecordBatch]], root: Path, handler: KeyHandler,
+         wrap: Callable[[pa.RecordBatch], Any]) -> tuple[float, int]:
+    """CPU seconds of the merge over every micro-batch (a task each, its own stores under
+    `root`), and the events it wrote."""
+    events = 0
     start = time.process_time()
     for batch_id, batches in enumerate(micro):
         stores = partition_job.TaskStores(root, batch_id, 120_000, 1_800_000_000_000)
         try:
-            _drain(partition_job.merge(iter(batches), stores, handler, 1_800_000_000_000))
+            out = partition_job.merge(iter([wrap(b) for b in batches]), stores, handler,
+                                      1_800_000_000_000)
+            events += sum(b.num_rows for b in out) - 1  # less the counts row
         finally:
             stores.close()
-    return time.process_time() - start
+    return time.process_time() - start, events

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from materializer.store.partition_store import PartitionStore, StateAhead
@@ -43,10 +43,12 @@ def _run(path: Path, batch: int, now_ms: int, ops: list[tuple], crash_at: int | 
                 store.schedule(op[1], op[2])
             elif op[0] == "due":
                 # the index may hold entries an aborted attempt wrote, or that a key moved
-                # on from: the key's own timer decides, as in the job
+                # on from: the key's own timer decides, as in the job (found by CI: an
+                # aborted attempt's entry for a timer already fired and set again)
                 for at_ms, key in list(store.due(now_ms)):
                     if store.get(b"t" + key) == b"%d" % at_ms:
                         fired.append((at_ms, key))
+                        store.put(b"t" + key, None)  # handled: the key's timer moves on
                     store.fired(at_ms, key)
         return firsts, fired
     finally:
@@ -70,6 +72,10 @@ OPS = st.one_of(
 
 
 @settings(max_examples=60, deadline=None)
+@example(batches=[[], [], [], [("schedule", 0, b"k3"), ("due",)],
+                  [("due",), ("copy", b"d1"), ("copy", b"d1"), ("schedule", 0, b"k3"),
+                   ("copy", b"d1")]],
+         crashes=[None, None, None, None, 0, None], seed=3)
 @given(batches=st.lists(st.lists(OPS, max_size=12), min_size=1, max_size=6),
        crashes=st.lists(st.one_of(st.none(), st.integers(0, 12)), min_size=6, max_size=6),
        seed=st.integers(0, 1000))
