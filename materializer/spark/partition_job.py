@@ -182,6 +182,7 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
             out = []
     for (topic, _part), store in stores.open.items():
         for at_ms, pk in list(store.due(now)):
+            store.fired(at_ms, pk)  # first: the key's next timer may index this time again
             blob, schema_hash, timer = _entry(store.get(_S + pk))
             if timer == at_ms:  # else the key moved on (or rolled back) since it was indexed
                 result = handler.expire(pk, blob, schema_hash, now, _pages(store, pk), topic)
@@ -189,7 +190,6 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
                 # index entry is spent), as the default mode registers its timer again
                 _apply(store, pk, None, result)
                 out.extend((t, k, v, None, None, None, None) for t, k, v in result.outputs)
-            store.fired(at_ms, pk)
     keys = sum(s.estimated_keys() for s in stores.open.values())
     # the Python worker's CPU for this task (input read and merge): the rest is the JVM's
     out.append((None, None, None, copies_in, dropped, keys,
