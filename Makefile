@@ -6,7 +6,9 @@ STACK  := deploy/local/stack
 
 .PHONY: venv demo test unit integration lint bench up down status fixtures clean
 
-$(VENV)/.installed: pyproject.toml deploy/local/pyproject.toml
+# setup.py and the .pyx: an editable install builds the compiled reader once, so a change to
+# either must reinstall (rebuild) it
+$(VENV)/.installed: pyproject.toml deploy/local/pyproject.toml setup.py shared/rowupdate_creader.pyx
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	@# setuptools warns on every editable install of a flat layout, whatever the mode (a boxed
