@@ -3,7 +3,8 @@
 (a) Engine-free: `KeyHandler.handle` (decode, merge, event rule, JSON envelope) over one
     key's records at a time, on one core: the Python ceiling of the job.
 (b) The real Spark job on the local broker, local[1] and local[2]: KEYS partitions x UPDATES
-    one-row updates (a 5-column int/text table) in a raw topic; the query runs availableNow
+    one-row updates (a 5-column int/text table; BENCH_COLUMNS=10: 10 columns, as for every
+    benchmark that takes its table from here) in a raw topic; the query runs availableNow
     with MAX_PER_BATCH records per micro-batch. rows/s = rows of the steady micro-batches /
     their trigger time (the first, with Python worker start-up, is reported apart).
     BENCH_SPARK lists the runs as api:cores: tws (the job as configured: key buckets,
@@ -43,13 +44,24 @@ ORDER = os.environ.get("BENCH_ORDER", "interleaved")
 RUNS = [(api, int(cores)) for api, cores in (r.split(":") for r in os.environ.get(
     "BENCH_SPARK", "tws:1,tws:2,pandas:1").split(","))]
 
+# the table's columns, its key included: k, then c1..c(N-1), int and text in turn; every
+# change writes them all (5: the figures in the README; 10: issue 14's wider rows)
+COLUMNS = int(os.environ.get("BENCH_COLUMNS", "5"))
 TABLE = table_from_json({
     "keyspace": "bench", "table": "t", "id": "7b0f2a52-6c9e-4d1e-9b61-3c1d2f8e0a01",
     "columns": [{"name": "k", "kind": "partition_key", "position": 0, "type": "int"},
-                {"name": "c1", "kind": "regular", "position": -1, "type": "int"},
-                {"name": "c2", "kind": "regular", "position": -1, "type": "text"},
-                {"name": "c3", "kind": "regular", "position": -1, "type": "int"},
-                {"name": "c4", "kind": "regular", "position": -1, "type": "text"}]}, {})
+                *({"name": f"c{i}", "kind": "regular", "position": -1,
+                   "type": "int" if i % 2 else "text"} for i in range(1, COLUMNS))]}, {})
+
+
+def _values(key: int, update: int) -> list[tuple[str, bytes]]:
+    """The regular columns' values of one change (c1..c4 as before BENCH_COLUMNS)."""
+    first = [("c1", (key + update).to_bytes(4, "big", signed=True)),
+             ("c2", f"text-{key}-{update}".encode()),
+             ("c3", update.to_bytes(4, "big", signed=True)), ("c4", b"x" * 20)]
+    more = [(f"c{i}", ((key * i + update) % 2**31).to_bytes(4, "big", signed=True) if i % 2
+             else f"value-{i}-{update}".encode()) for i in range(5, COLUMNS)]
+    return (first + more)[:COLUMNS - 1]
 
 
 def _record(table: TableSchema, key: int, update: int) -> tuple[bytes, bytes]:
@@ -57,9 +69,7 @@ def _record(table: TableSchema, key: int, update: int) -> tuple[bytes, bytes]:
     pk = key.to_bytes(4, "big", signed=True)
     cells = [{"column": c, "path": None, "value": v, "timestamp": ts, "ttl": 0,
               "local_deletion_time": None, "tombstone": False}
-             for c, v in (("c1", (key + update).to_bytes(4, "big", signed=True)),
-                          ("c2", f"text-{key}-{update}".encode()),
-                          ("c3", update.to_bytes(4, "big", signed=True)), ("c4", b"x" * 20))]
+             for c, v in _values(key, update)]
     rec = {"table_id": table.id.bytes, "keyspace": table.keyspace, "table": table.table,
            "schema_hash": table.schema_hash, "partition_key": pk, "clustering": [],
            "kind": "ROW", "deletion": None, "shadowable": False, "range": None,
@@ -190,10 +200,16 @@ if os.environ.get("BENCH_DEDUPE_S"):
     cfg.spark.dedupe_window_s = int(os.environ["BENCH_DEDUPE_S"])
 if os.environ.get("BENCH_EXTRA_CP"):  # local mode: the driver's class path is the executor's
     cfg.spark.conf["spark.driver.extraClassPath"] = os.environ["BENCH_EXTRA_CP"]
+if "+kafka" in api:  # the Kafka client settings of BENCH_KAFKA_TUNED (c:name=v,p:name=v)
+    api = api.replace("+kafka", "")
+    for item in filter(None, os.environ.get("BENCH_KAFKA_TUNED", "").split(",")):
+        side, setting = item.split(":", 1)
+        name, value = setting.split("=", 1)
+        (cfg.kafka.consumer if side == "c" else cfg.kafka.producer)[name] = value
+cfg.spark.state_mode = "partition" if api == "partition" else "spark"
 spark = job.session(cfg, available_now=True)
 spark.sparkContext.setLogLevel("ERROR")
 if api in ("tws", "stock", "partition"):
-    cfg.spark.state_mode = "partition" if api == "partition" else "spark"
     query = job.start(spark, cfg, available_now=True)
 elif api.endswith("floor") or api in ("py-nostate", "arrow-job"):
     from bench_jvm_floor import start_floor
