@@ -3,7 +3,9 @@ Spark, no Kafka): the task function's own merge (`partition_job.merge`) over ben
 input, each change three times with different `source` blocks, shuffled, as Arrow batches
 of 10,000 rows (Spark's default spark.sql.execution.arrow.maxRecordsPerBatch), one
 micro-batch of PARTITION_BATCH copies after the other, real RocksDB stores in a temporary
-directory, the real KeyHandler writing JSON (or BENCH_FORMAT=avro) events.
+directory, the real KeyHandler writing JSON (or BENCH_FORMAT=avro) events; BENCH_COLUMNS=10:
+rows of 10 columns; BENCH_READER=python: the pure-Python RowUpdate reader instead of the
+compiled one.
 
 Printed: changes/s on one core and a breakdown, exclusive time per change for each phase:
 Arrow -> Python lists, copy check, RowUpdate decode, merge, render (rows and source
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from bench_materializer import FORMAT, _Headers, _Schemas
+from bench_materializer import COLUMNS, FORMAT, _Headers, _Schemas
 from bench_rf3 import KEYS, copies
 
 from materializer import handler as handler_module
@@ -33,6 +35,7 @@ from materializer.rules import model
 from materializer.rules.events import KeyProcessor
 from materializer.spark import partition_job
 from materializer.store.partition_store import PartitionStore
+from shared import rowupdate_reader
 
 CHANGES = int(os.environ.get("PARTITION_CHANGES", "120000"))
 PER_BATCH = int(os.environ.get("PARTITION_BATCH", "60000"))  # copies per micro-batch
@@ -122,6 +125,8 @@ def test_bench_partition_merge_breakdown(tmp_path: Path, monkeypatch: Any) -> No
         settings, publisher = EventSettings("bench", format="avro"), _Headers()
     else:
         settings, publisher = EventSettings("bench"), None
+    if os.environ.get("BENCH_READER") == "python":  # the pure-Python RowUpdate reader
+        monkeypatch.setattr(rowupdate_reader, "_reader", rowupdate_reader._read)
     handler = KeyHandler(_Schemas(), settings, schema_publisher=publisher)
     micro = _micro_batches()
     plain, _ = _run(micro, tmp_path / "plain", handler, lambda b: b)  # before the clocks
@@ -131,7 +136,9 @@ def test_bench_partition_merge_breakdown(tmp_path: Path, monkeypatch: Any) -> No
     changes = (CHANGES // KEYS) * KEYS
     assert events == changes, (events, changes)
     timed = sum(clock.spent.values())
-    print(f"\npartition merge in process ({FORMAT} events): {changes:,} changes = "
+    reader = "compiled" if rowupdate_reader._reader is rowupdate_reader._compiled else "python"
+    print(f"\npartition merge in process ({FORMAT} events, {COLUMNS} columns, {reader} "
+          f"RowUpdate reader): {changes:,} changes = "
           f"{3 * changes:,} copies in micro-batches of {PER_BATCH:,}: {plain:.2f}s CPU = "
           f"{changes / plain:,.0f} changes/s on one core, {plain * 1e6 / changes:.0f} us per "
           f"change (with the phase clocks: {cpu * 1e6 / changes:.0f} us)")
