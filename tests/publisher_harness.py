@@ -85,6 +85,11 @@ class AgentProcess:
         import urllib.request
 
         def up() -> bool:
+            # an agent that exited (its port taken, say) must not pass on another's answer
+            if self.proc is not None and self.proc.poll() is not None:
+                tail = self.log.read_text(errors="replace")[-2000:]
+                raise AssertionError(f"the agent exited ({self.proc.returncode}) before "
+                                     f"serving on port {self.http_port}:\n{tail}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/health",
                                             timeout=1) as resp:

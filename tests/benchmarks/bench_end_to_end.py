@@ -56,7 +56,8 @@ def test_bench_end_to_end_latency(stack, tmp_path) -> None:
         session = cluster.connect()
         insert = start_latency_table(session, agent)
         job = _start_job(stack, agent.prefix, tmp_path)
-        result = _measure(session, insert, stack.bootstrap_servers, f"{agent.prefix}.lat.t")
+        result = _measure(session, insert, stack.bootstrap_servers, f"{agent.prefix}.lat.t",
+                          job)
     finally:
         if job is not None:
             kill_group(job)
@@ -95,7 +96,7 @@ def test_bench_end_to_end_latency_rf3(ring, tmp_path) -> None:
         insert = session.prepare(f"INSERT INTO {ks}.t (k, written) VALUES (?, ?)")
         session.execute(insert, (-1, time.time_ns() // 1000))
         job = _start_job(ring, prefix, tmp_path)
-        result = _measure(session, insert, ring.bootstrap_servers, f"{prefix}.{ks}.t")
+        result = _measure(session, insert, ring.bootstrap_servers, f"{prefix}.{ks}.t", job)
     finally:
         if job is not None:
             kill_group(job)
@@ -112,17 +113,22 @@ def _start_job(stack: Any, prefix: str, tmp_path: Path) -> Any:
         tmp_path / "job.log")
 
 
-def _measure(session: Any, insert: Any, bootstrap: str, topic: str
+def _measure(session: Any, insert: Any, bootstrap: str, topic: str, job: Any
              ) -> tuple[list[float], int, dict[int, tuple[int, int]]]:
     """Write at RATE for WARMUP_S + SECONDS s; the latency of every event of the last SECONDS
-    s, how many rows were measured, and the micro-batches seen."""
+    s, how many rows were measured, and the micro-batches seen; fails at once if `job` (the
+    materializer process) exits."""
     latencies: list[float] = []
     batches: dict[int, tuple[int, int]] = {}  # batch id → (input rows, trigger ms)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
                          "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10})
     try:
         # the job's first event (Spark and its Python workers started) before the clock
-        wait_for(lambda: topic in consumer.list_topics(timeout=5).topics, 240, "event topic")
+        def started() -> bool:
+            assert job.poll() is None, f"the job exited ({job.returncode}): see its job.log"
+            return topic in consumer.list_topics(timeout=5).topics
+
+        wait_for(started, 240, "event topic")
         consumer.subscribe([topic])
         wait_for(lambda: _poll(consumer, [], 0) > 0, 120, "the first event")
         warmup = RATE * WARMUP_S  # rows below this key are not measured
