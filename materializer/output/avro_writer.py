@@ -2,7 +2,7 @@
 
 fastavro's schemaless_writer resolves every `["null", T]` union by checking the datum
 against each branch: an envelope of this project's schemas (a 17-field nullable source block
-and two nullable rows) cost ~57 µs per event against ~4 µs for the same event as JSON. The
+and two nullable rows) cost ~57 µs for an update of a 5-column row, ~4 µs as JSON. The
 schemas `avro_schema` builds use few shapes (primitives, the two logical types over ints,
 records, named references, arrays, string-keyed maps, `["null", T]`), so each is compiled
 into a writer that knows its branch. The bytes are fastavro's, which stays the reference
@@ -16,30 +16,19 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from shared.rowupdate import avro_long
+
 Writer = Callable[[Any, bytearray], None]
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
-_SMALL = [bytes([n]) for n in range(0x80)]
 _FLOAT, _DOUBLE = struct.Struct("<f").pack, struct.Struct("<d").pack
-
-
-def _varint(n: int) -> bytes:
-    """A non-negative int as Avro's base-128 little-endian varint."""
-    if n < 0x80:
-        return _SMALL[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _long(v: int, out: bytearray, lo: int = _LONG_MIN, hi: int = _LONG_MAX) -> None:
     if not lo <= v <= hi:  # bool is an int and passes, as in fastavro
         raise ValueError(f"{v!r} is out of range for Avro {'int' if hi == _INT_MAX else 'long'}")
-    out += _varint((v << 1) ^ (v >> 63))
+    out += avro_long(v)
 
 
 def _int(v: int, out: bytearray) -> None:
@@ -48,12 +37,12 @@ def _int(v: int, out: bytearray) -> None:
 
 def _string(v: str, out: bytearray) -> None:
     b = v.encode()
-    out += _varint(len(b) << 1)  # lengths are Avro longs: zigzag-encoded
+    out += avro_long(len(b))  # lengths are Avro longs
     out += b
 
 
 def _bytes(v: bytes, out: bytearray) -> None:
-    out += _varint(len(v) << 1)
+    out += avro_long(len(v))
     out += v
 
 
@@ -75,7 +64,7 @@ def _nullable_string(v: str | None, out: bytearray) -> None:
     else:
         b = v.encode()
         out.append(2)
-        out += _varint(len(b) << 1)
+        out += avro_long(len(b))
         out += b
 
 
@@ -148,7 +137,7 @@ class _Compiler:
 def _array(item: Writer) -> Writer:
     def array(v: Any, out: bytearray) -> None:
         if v:
-            out += _varint(len(v) << 1)  # a block count, zigzag-encoded
+            out += avro_long(len(v))  # one block: its count
             for x in v:
                 item(x, out)
         out.append(0)
@@ -158,7 +147,7 @@ def _array(item: Writer) -> Writer:
 def _map(value: Writer) -> Writer:
     def map_(v: dict[str, Any], out: bytearray) -> None:
         if v:
-            out += _varint(len(v) << 1)
+            out += avro_long(len(v))
             for k, x in v.items():
                 _string(k, out)
                 value(x, out)
