@@ -4,7 +4,7 @@ fastavro's schemaless_reader costs ~25-30 µs per RowUpdate, most of the materia
 per-record budget; this reader walks the one schema directly (a unit test holds it equal to
 fastavro on every fixture record and on random ones, and to the same errors on damage).
 Where the install built it (setup.py), its compiled twin `shared.rowupdate_creader` does the
-reading, some 10x faster; this module's `_read` is the reference it is tested against.
+reading, some 4x faster; this module's `_read` is the reference it is tested against.
 """
 
 from __future__ import annotations
