@@ -85,7 +85,7 @@ class EventSettings:
         return self.avro_schema_topic or f"{self.topic_prefix}.avro-schemas"
 
 
-@dataclass
+@dataclass(slots=True)
 class RawRecord:
     """One raw-topic message as Spark hands it over."""
 

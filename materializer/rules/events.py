@@ -222,9 +222,12 @@ def mutation_groups(records: Iterable[Item]) -> list[list[Item]]:
     """The records grouped by mutation, in application order (see `_group_order`); inside
     a group by bytes (any order gives the same state: the merge is commutative). Live
     mutations with the same newest write time form one group."""
+    items = records if isinstance(records, list) else list(records)
+    if len(items) == 1:
+        return [items]  # one record (the usual case at one change per key): one group
     groups: list[list[Item]] = []
     by_mutation: dict[bytes | tuple[str, int, int], list[Item]] = {}
-    for item in records:
+    for item in items:
         mutation = mutation_of(*item)
         if mutation is None:
             groups.append([item])

@@ -19,20 +19,22 @@ Image = dict[str, RawValue]
 STATIC_ONLY: Clustering = ()  # the row SELECT shows for a partition with only static data
 
 
-def _live_cell(c: tuple, now_s: int) -> bool:
-    return not c[4] and (not c[2] or c[3] is None or now_s < c[3])
-
-
 def row_values(row: RowState, now_s: int) -> Image:
     """Column → live raw value of one merged row (columns without a live cell absent)."""
     out: dict[str, list | bytes | None] = {}
+    elements = False
     for (column, path), c in row.cells.items():
-        if not _live_cell(c, now_s):
+        # a cell is live unless a tombstone, or expiring (ttl) and expired by now; inline:
+        # this runs for every cell of every image
+        if c[4] or (c[2] and c[3] is not None and now_s >= c[3]):
             continue
         if path is None:
             out[column] = c[0]
         else:
+            elements = True
             out.setdefault(column, []).append((path, c[0]))  # type: ignore[union-attr]
+    if not elements:  # simple columns only: the dict is the image
+        return out  # type: ignore[return-value]
     return {k: tuple(sorted(v)) if isinstance(v, list) else v for k, v in out.items()}
 
 

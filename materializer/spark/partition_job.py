@@ -125,6 +125,26 @@ def _batch(rows: list[tuple[Any, ...]]) -> Any:
         schema=pa.schema(list(zip(names, types, strict=True))))
 
 
+def _by_partition(cols: dict[str, list[Any]]
+                  ) -> list[tuple[str, int, list[bytes], list[bytes], list[int]]]:
+    """An input batch's (topic, partition, keys, values, offsets), per Kafka partition in
+    arrival order. A task reads one Kafka partition, so the usual batch is one of them,
+    passed on as it is; the per-row split is for anything else."""
+    topics, parts = cols["topic"], cols["partition"]
+    if not topics:
+        return []
+    if len(set(topics)) == 1 and len(set(parts)) == 1:
+        return [(topics[0], parts[0], cols["key"], cols["value"], cols["offset"])]
+    split: dict[tuple[str, int], tuple[list[bytes], list[bytes], list[int]]] = {}
+    for topic, part, pk, value, offset in zip(topics, parts, cols["key"], cols["value"],
+                                              cols["offset"], strict=True):
+        keys, values, offsets = split.setdefault((topic, part), ([], [], []))
+        keys.append(pk)
+        values.append(value)
+        offsets.append(offset)
+    return [(topic, part, *rows) for (topic, part), rows in split.items()]
+
+
 def merge_task(root: str, handler_for: Callable[[], KeyHandler], window_s: int
                ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The mapInArrow function: one task's records (one Kafka partition's offset range of
@@ -155,21 +175,16 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
     copies_in = dropped = 0
     # a micro-batch's records of one key are merged in one call, as with transformWithState:
     # how records fall into batches decides which intermediate images are events
-    where: tuple[str, int] | None = None
-    first_copy = None
     for batch in batches:
-        cols = batch.to_pydict()
-        for topic, pk, value, part, offset in zip(cols["topic"], cols["key"], cols["value"],
-                                                  cols["partition"], cols["offset"],
-                                                  strict=True):
-            copies_in += 1
-            if (topic, part) != where:  # a task reads one Kafka partition: this is rare
-                where, first_copy = (topic, part), stores.get(topic, part).first_copy
-            size = COPY_KEY_SIZE.get(value[0]) if value else None
-            if size and not first_copy(value[1:1 + size]):
-                dropped += 1
-                continue
-            by_key.setdefault((topic, part, pk), []).append(RawRecord(value, part, offset))
+        for topic, part, keys, values, offsets in _by_partition(batch.to_pydict()):
+            copies_in += len(keys)
+            first_copy = stores.get(topic, part).first_copy
+            for pk, value, offset in zip(keys, values, offsets, strict=True):
+                size = COPY_KEY_SIZE.get(value[0]) if value else None
+                if size and not first_copy(value[1:1 + size]):
+                    dropped += 1
+                    continue
+                by_key.setdefault((topic, part, pk), []).append(RawRecord(value, part, offset))
     out: list[tuple[Any, ...]] = []
     for (topic, part, pk), records in by_key.items():
         store = stores.get(topic, part)

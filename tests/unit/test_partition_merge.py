@@ -71,3 +71,26 @@ def test_expiry_fires_from_the_index_when_the_partition_next_gets_a_record(tmp_p
     # once batch 1 is committed, the expiry is done: batch 2 has only its own change
     events, _ = _run(tmp_path, 2, later + 5_000, [(8, _ttl_row(8, 2, t0 + 25, 100))])
     assert events == [(8, "u")]
+
+
+def test_a_batch_of_two_kafka_partitions_merges_each_in_its_own_store(tmp_path) -> None:
+    """A task is given one Kafka partition, but an input batch holding two is split, not
+    merged as one: each partition's keys land in its own store, copies counted per store."""
+    t0 = NOW_MS // 1000
+    rows = [(pk, part, _ttl_row(pk, pk, t0, 0)) for pk, part in ((1, 0), (2, 1), (3, 0))]
+    rows += [(pk, part, v) for pk, part, v in rows]  # a second copy of each record
+    handler = KeyHandler(Registry(TABLE), EventSettings("p"))
+    arrow = pa.RecordBatch.from_pydict(
+        {"topic": [TOPIC] * len(rows), "key": [i32(pk) for pk, _, _ in rows],
+         "value": [v for _, _, v in rows], "partition": [p for _, p, _ in rows],
+         "offset": list(range(len(rows)))})
+    stores = TaskStores(tmp_path, 0, 60_000, NOW_MS)
+    try:
+        out = pa.Table.from_batches(list(merge(iter([arrow]), stores, handler, NOW_MS)))
+        assert sorted(stores.open) == [(TOPIC, 0), (TOPIC, 1)]
+    finally:
+        stores.close()
+    got = out.to_pylist()
+    events = sorted(json.loads(r["key"])["id"] for r in got[:-1] if r["value"] is not None)
+    assert events == [1, 2, 3]  # one event per change: the second copies dropped
+    assert (got[-1]["copies_in"], got[-1]["copies_dropped"]) == (6, 3)
