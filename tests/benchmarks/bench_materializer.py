@@ -200,6 +200,9 @@ if os.environ.get("BENCH_DEDUPE_S"):
     cfg.spark.dedupe_window_s = int(os.environ["BENCH_DEDUPE_S"])
 if os.environ.get("BENCH_EXTRA_CP"):  # local mode: the driver's class path is the executor's
     cfg.spark.conf["spark.driver.extraClassPath"] = os.environ["BENCH_EXTRA_CP"]
+for item in filter(None, os.environ.get("BENCH_SPARK_CONF", "").split(";")):
+    name, value = item.split("=", 1)  # spark.conf entries to try, name=value;name=value
+    cfg.spark.conf[name] = value
 if "+kafka" in api:  # the Kafka client settings of BENCH_KAFKA_TUNED (c:name=v,p:name=v)
     api = api.replace("+kafka", "")
     for item in filter(None, os.environ.get("BENCH_KAFKA_TUNED", "").split(",")):

@@ -1,0 +1,85 @@
+"""From `casscade materializer run` to its first change event, on a warm machine.
+
+FIRST_CHANGES changes, each as three replicas' copies (bench_rf3's input shape), wait in a
+raw topic; the job starts as an operator starts it (`python -m casscade.cli materializer
+run`, local[2], spark.class_archive_dir set, its own checkpoint) and a consumer of the
+event topic takes the time of the first event. Each mode of FIRST_MODES runs FIRST_ROUNDS
+times, modes interleaved; the first run of all writes the driver's class archive and is
+reported apart (a machine is warm once the archive exists and the jars are in the page
+cache). Printed per run: seconds to the first event and to the job's exit. Issue 14's
+goal: the first event within 15 s.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+from bench_materializer import _bench_topic
+from bench_rf3 import copies
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from materializer_harness import kill_group, materializer_command, start_materializer
+
+from shared.kafka_topics import TopicCreator
+
+CHANGES = int(os.environ.get("FIRST_CHANGES", "2000"))
+ROUNDS = int(os.environ.get("FIRST_ROUNDS", "2"))
+MODES = os.environ.get("FIRST_MODES", "partition,spark").split(",")
+
+
+def _publish(bootstrap: str, prefix: str) -> None:
+    producer = _bench_topic(bootstrap, prefix)
+    for key in range(CHANGES):
+        for pk, value in copies(key, 0):
+            producer.produce(f"{prefix}.raw.bench.t", key=pk, value=value)
+    assert producer.flush(60) == 0
+
+
+def _first_event(stack, mode: str, archive: Path, work: Path) -> tuple[float, float]:
+    """Seconds from the job's start to its first event, and to its exit."""
+    prefix = f"first{uuid.uuid4().hex[:6]}"
+    _publish(stack.bootstrap_servers, prefix)
+    # the event topic made beforehand and read by assignment: no group join or topic
+    # discovery in the measured time
+    topic = f"{prefix}.bench.t"
+    TopicCreator(stack.bootstrap_servers, 2, 1).ensure(topic)
+    consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers,
+                         "group.id": uuid.uuid4().hex, "fetch.wait.max.ms": 10})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in (0, 1)])
+    cmd = materializer_command(stack, prefix, work / f"ckpt-{prefix}",
+                               f"spark.state_mode={mode}", f"spark.class_archive_dir={archive}")
+    started = time.monotonic()
+    job = start_materializer(cmd, work / f"{prefix}.log")
+    first = exited = None
+    try:
+        while first is None and time.monotonic() - started < 180:
+            msg = consumer.poll(0.05)
+            if msg is not None and msg.error() is None:
+                first = time.monotonic() - started
+            elif exited is None and job.poll() is not None:
+                exited = time.monotonic()
+            assert exited is None or time.monotonic() - exited < 10, \
+                f"the job exited ({job.returncode}) without an event: {work / prefix}.log"
+        assert first is not None, "no event within 180 s"
+        job.wait(180)
+        assert job.returncode == 0, (work / f"{prefix}.log").read_text()[-3000:]
+        return first, time.monotonic() - started
+    finally:
+        consumer.close()
+        if job.poll() is None:
+            kill_group(job)
+
+
+def test_bench_first_event(stack, tmp_path: Path) -> None:
+    """Seconds to the first event per state mode, the class archive written first."""
+    archive = tmp_path / "class-archive"
+    first, done = _first_event(stack, MODES[0], archive, tmp_path)
+    print(f"\nfirst run (writes the class archive), {MODES[0]}: first event after "
+          f"{first:.1f}s, job ended after {done:.1f}s")
+    for rnd in range(ROUNDS):
+        for mode in MODES:
+            first, done = _first_event(stack, mode, archive, tmp_path)
+            print(f"round {rnd + 1}, spark.state_mode {mode}: {CHANGES:,} changes x 3 copies; "
+                  f"first event after {first:.1f}s, job ended after {done:.1f}s")

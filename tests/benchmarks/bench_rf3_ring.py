@@ -1,0 +1,136 @@
+"""The materializer at RF=3 on the real ring: issue 14's second measurement beside
+bench_rf3's synthetic one.
+
+Three Cassandra nodes at RF=3 (the test ring), `casscade publisher run` beside each node,
+RING_CHANGES one-row INSERTs of distinct keys into a 5-column table (bench_materializer's
+shape: k int, c1 int, c2 text, c3 int, c4 text) at QUORUM, then the agents caught up: every
+replica's copy of every write is in the raw topic (about three per change; the count is
+printed). The job then runs availableNow over what the raw topic holds, once per entry of
+RING_MODES (query:cores, query as bench_jvm_floor names it: partition = spark.state_mode
+partition, tws = the default mode with the JVM copy dedupe), RING_BATCH copies per
+micro-batch, each from its own checkpoint over the same records. Printed per run: logical
+changes/s and copies/s, each per core, over the steady micro-batches (the first, with the
+Python workers' start, apart), where the time went, and for partition the Python workers'
+share and the copies that reached Python. One event per change is asserted.
+
+Unlike the synthetic input, the three copies of a change come from three publishers that
+do not wait for each other, so a change's copies can fall into different micro-batches; a
+copy in a later batch is dropped all the same (within the copy window). Changes per batch
+are counted as copies / 3, as in bench_rf3.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from bench_materializer import _run_job, _values
+from bench_rf3 import breakdown
+
+from shared.kafka_topics import read_to_end
+
+CHANGES = int(os.environ.get("RING_CHANGES", "120000"))
+PER_BATCH = int(os.environ.get("RING_BATCH", "60000"))
+RUNS = [(api, int(cores)) for api, cores in (r.split(":") for r in os.environ.get(
+    "RING_MODES", "partition:2,tws:2").split(","))]
+
+
+def _write(session: object, ks: str) -> float:
+    """CHANGES one-row INSERTs at QUORUM, many in flight; seconds taken."""
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    insert = session.prepare(  # type: ignore[attr-defined]
+        f"INSERT INTO {ks}.t (k, c1, c2, c3, c4) VALUES (?, ?, ?, ?, ?)")
+    started = time.monotonic()
+    for start in range(0, CHANGES, 10_000):
+        args = []
+        for k in range(start, min(start + 10_000, CHANGES)):
+            c1, c2, c3, c4 = (v for _, v in _values(k, 0))
+            args.append((k, int.from_bytes(c1, "big", signed=True), c2.decode(),
+                         int.from_bytes(c3, "big", signed=True), c4.decode()))
+        for ok, result in execute_concurrent_with_args(session, insert, args, concurrency=96,
+                                                       raise_on_first_error=True):
+            assert ok, result
+    return time.monotonic() - started
+
+
+def _copies(bootstrap: str, topic: str) -> int:
+    """Records in `topic` (sum of its partitions' high watermarks; the topic is new)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex})
+    try:
+        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                   for p in parts)
+    finally:
+        consumer.close()
+
+
+def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
+    """Logical changes/s per core at RF=3 from three real publishers, both state modes."""
+    from cassandra import ConsistencyLevel
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT
+
+    from devstack.cassandra import cql_cluster
+
+    # ring_harness draws its workloads with the integration tests' statement strategies
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+    from ring_harness import RingPublishers
+
+    prefix = f"ring3{uuid.uuid4().hex[:6]}"
+    ks = f"bench_{uuid.uuid4().hex[:6]}"
+    publishers = RingPublishers(ring, tmp_path, prefix)
+    cluster = cql_cluster(ring)
+    cluster.profile_manager.profiles[EXEC_PROFILE_DEFAULT].consistency_level = \
+        ConsistencyLevel.QUORUM
+    try:
+        session = cluster.connect()
+        session.execute(f"CREATE KEYSPACE {ks} WITH replication = "
+                        "{'class': 'SimpleStrategy', 'replication_factor': 3}")
+        session.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, c1 int, c2 text, c3 int, "
+                        "c4 text) WITH cdc = true")
+        publishers.start()
+        write_s = _write(session, ks)
+        started = time.monotonic()
+        publishers.wait_caught_up(600)
+        catch_up_s = time.monotonic() - started
+    finally:
+        publishers.stop()
+        cluster.shutdown()
+    raw = f"{prefix}.raw.{ks}.t"
+    copies = _copies(ring.bootstrap_servers, raw)
+    assert copies >= 3 * CHANGES, (copies, CHANGES)  # every replica's copy published
+    print(f"\nRF=3 ring: {CHANGES:,} INSERTs at QUORUM in {write_s:.1f}s, the three "
+          f"publishers caught up {catch_up_s:.1f}s later: {copies:,} copies in {raw} "
+          f"({copies / CHANGES:.2f} per change)")
+    for api, cores in RUNS:
+        details: list = []
+        observed: list = []
+        progress = _run_job(ring, api, cores, prefix, tmp_path / f"ckpt-{api}-{cores}",
+                            PER_BATCH, dedupe_s=120, details=details, observed=observed)
+        assert sum(n for n, _ in progress) == copies
+        events = sum(1 for _ in read_to_end(ring.bootstrap_servers, f"{prefix}.{ks}.t"))
+        first, steady = progress[0], progress[1:]
+        rows = sum(n for n, _ in steady)
+        secs = sum(ms for _, ms in steady) / 1000
+        logical = rows / 3
+        mode = "spark.state_mode partition" if api == "partition" else "default mode (tws)"
+        print(f"\nRF=3 ring, {mode}, local[{cores}]: first batch {first[0]:,} copies in "
+              f"{first[1] / 1000:.1f}s; steady {rows:,} copies in {secs:.1f}s = "
+              f"{logical / secs:,.0f} changes/s ({logical / secs / cores:,.0f} per core), "
+              f"{rows / secs:,.0f} copies/s ({rows / secs / cores:,.0f} per core); "
+              f"{events:,} events in the topic so far")
+        print(breakdown(details[1:], cores, logical))
+        if api == "partition":
+            python_ms = sum(o["partition_state"]["python_cpu_ms"] for o in observed[1:])
+            dropped = sum(o["partition_state"]["copies_dropped"] for o in observed)
+            print(f"  Python workers (input read, merge, state): "
+                  f"{python_ms * 1000 / logical:.0f} us per change; copies dropped in the "
+                  f"tasks: {dropped:,} of {copies:,}")
+    # each run appends its events to the one event topic: one per change per run
+    events = sum(1 for _ in read_to_end(ring.bootstrap_servers, f"{prefix}.{ks}.t"))
+    assert events == CHANGES * len(RUNS), (events, CHANGES, len(RUNS))
