@@ -71,7 +71,8 @@ class SparkSettings:
     # where the keys' state lives. spark: transformWithState over key buckets in Spark's
     # RocksDB state store (two shuffles; any master; `materializer rescale`). partition: no
     # shuffles, a RocksDB per raw topic partition under the checkpoint (1.5-2.7x the changes
-    # per core, measured), local masters only, no rescale, and a TTL expiry in a Kafka
+    # per core, measured; a task per Kafka partition, so raw topics want a multiple of the
+    # cores as partitions), local masters only, no rescale, and a TTL expiry in a Kafka
     # partition with no new records waits for its next record (RUNBOOK "State without
     # shuffles"). Fixed for the life of a checkpoint.
     state_mode: str = "spark"

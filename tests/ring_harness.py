@@ -36,12 +36,15 @@ AGENT_PORTS = {1: 18201, 2: 18202, 3: 18203}
 class RingPublishers:
     """`casscade publisher run` beside each node of the ring, all into one prefix."""
 
-    def __init__(self, ring: StackSettings, workdir: Path, prefix: str) -> None:
+    def __init__(self, ring: StackSettings, workdir: Path, prefix: str,
+                 sections: dict[str, dict] | None = None) -> None:
+        """`sections` adds settings to every agent's config (AgentProcess)."""
         self.ring = ring
         self.prefix = prefix
         self.agents = {node.node_index: AgentProcess(
             node, ring, workdir / f"agent-{node.node_index}", prefix,
-            http_port=AGENT_PORTS[node.node_index], host_name=f"node-{node.node_index}")
+            http_port=AGENT_PORTS[node.node_index], host_name=f"node-{node.node_index}",
+            sections=sections)
             for node in ring.all_nodes()}
 
     def start(self, *nodes: int) -> None:

@@ -8,7 +8,8 @@ replica's copy of every write is in the raw topic (about three per change; the c
 printed). The job then runs availableNow over what the raw topic holds, once per entry of
 RING_MODES (query:cores, query as bench_jvm_floor names it: partition = spark.state_mode
 partition, tws = the default mode with the JVM copy dedupe), RING_BATCH copies per
-micro-batch, each from its own checkpoint over the same records. Printed per run: logical
+micro-batch, each from its own checkpoint over the same records; the raw topic has
+RING_PARTITIONS partitions (2). Printed per run: logical
 changes/s and copies/s, each per core, over the steady micro-batches (the first, with the
 Python workers' start, apart), where the time went, and for partition the Python workers'
 share and the copies that reached Python. One event per change is asserted.
@@ -27,6 +28,7 @@ import time
 import uuid
 from pathlib import Path
 
+from bench_jvm_floor import machine_busy_s, process_cpu_s
 from bench_materializer import _run_job, _values
 from bench_rf3 import breakdown
 
@@ -34,6 +36,9 @@ from shared.kafka_topics import read_to_end
 
 CHANGES = int(os.environ.get("RING_CHANGES", "120000"))
 PER_BATCH = int(os.environ.get("RING_BATCH", "60000"))
+# partitions of the raw topic: as many as the job's cores by default, as bench_rf3's topic
+# (3 partitions on 2 cores leave a core idle for a third of every micro-batch)
+PARTITIONS = int(os.environ.get("RING_PARTITIONS", "2"))
 RUNS = [(api, int(cores)) for api, cores in (r.split(":") for r in os.environ.get(
     "RING_MODES", "partition:2,tws:2").split(","))]
 
@@ -57,17 +62,41 @@ def _write(session: object, ks: str) -> float:
     return time.monotonic() - started
 
 
-def _copies(bootstrap: str, topic: str) -> int:
-    """Records in `topic` (sum of its partitions' high watermarks; the topic is new)."""
+def _copies(bootstrap: str, prefix: str) -> dict[str, int]:
+    """Records in each raw topic of `prefix` (their partitions' high watermarks; the topics
+    are new). Besides the bench's table: what the agents found left in cdc_raw by an earlier
+    run on the same ring, published again under this prefix, which the job reads too."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex})
     try:
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                   for p in parts)
+        topics = consumer.list_topics(timeout=10).topics
+        return {name: sum(consumer.get_watermark_offsets(TopicPartition(name, p),
+                                                         timeout=10)[1]
+                          for p in t.partitions)
+                for name, t in topics.items() if name.startswith(f"{prefix}.raw.")}
     finally:
         consumer.close()
+
+
+def _nodes_cpu_s(ring: object) -> float:
+    """CPU seconds the ring's Cassandra nodes have used."""
+    from devstack import cassandra
+
+    return sum(process_cpu_s(int(cassandra.pid_file(n).read_text().split()[0]))
+               for n in ring.all_nodes())  # type: ignore[attr-defined]
+
+
+def _wait_quiet(ring: object, limit_s: float = 180) -> float:
+    """Wait until the nodes use under a fifth of a core (their flushes and compactions
+    after the writes done), at most `limit_s`; seconds waited."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit_s:
+        used = _nodes_cpu_s(ring)
+        time.sleep(5)
+        if (_nodes_cpu_s(ring) - used) / 5 < 0.2:
+            break
+    return time.monotonic() - started
 
 
 def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
@@ -83,7 +112,10 @@ def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
 
     prefix = f"ring3{uuid.uuid4().hex[:6]}"
     ks = f"bench_{uuid.uuid4().hex[:6]}"
-    publishers = RingPublishers(ring, tmp_path, prefix)
+    # the agents keep their state on the ring between runs, as a node's agent does: a run
+    # publishes its own writes, not again what an earlier one left in cdc_raw
+    publishers = RingPublishers(ring, ring.state_dir / "bench-rf3-agents", prefix,
+                                {"kafka": {"partitions": PARTITIONS}})
     cluster = cql_cluster(ring)
     cluster.profile_manager.profiles[EXEC_PROFILE_DEFAULT].consistency_level = \
         ConsistencyLevel.QUORUM
@@ -102,15 +134,19 @@ def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
         publishers.stop()
         cluster.shutdown()
     raw = f"{prefix}.raw.{ks}.t"
-    copies = _copies(ring.bootstrap_servers, raw)
-    assert copies >= 3 * CHANGES, (copies, CHANGES)  # every replica's copy published
+    counts = _copies(ring.bootstrap_servers, prefix)
+    ours, copies = counts[raw], sum(counts.values())
+    assert ours >= 3 * CHANGES, (ours, CHANGES)  # every replica's copy published
     print(f"\nRF=3 ring: {CHANGES:,} INSERTs at QUORUM in {write_s:.1f}s, the three "
-          f"publishers caught up {catch_up_s:.1f}s later: {copies:,} copies in {raw} "
-          f"({copies / CHANGES:.2f} per change)")
-    for api, cores in RUNS:
+          f"publishers caught up {catch_up_s:.1f}s later: {ours:,} copies in {raw} "
+          f"({ours / CHANGES:.2f} per change); {copies - ours:,} more in the prefix's other "
+          "raw topics (an earlier run's tail of cdc_raw, published again)")
+    for run, (api, cores) in enumerate(RUNS):
         details: list = []
         observed: list = []
-        progress = _run_job(ring, api, cores, prefix, tmp_path / f"ckpt-{api}-{cores}",
+        waited = _wait_quiet(ring)
+        busy, nodes = machine_busy_s(), _nodes_cpu_s(ring)
+        progress = _run_job(ring, api, cores, prefix, tmp_path / f"ckpt-{run}-{api}",
                             PER_BATCH, dedupe_s=120, details=details, observed=observed)
         assert sum(n for n, _ in progress) == copies
         events = sum(1 for _ in read_to_end(ring.bootstrap_servers, f"{prefix}.{ks}.t"))
@@ -125,6 +161,9 @@ def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
               f"{rows / secs:,.0f} copies/s ({rows / secs / cores:,.0f} per core); "
               f"{events:,} events in the topic so far")
         print(breakdown(details[1:], cores, logical))
+        busy, nodes = machine_busy_s() - busy, _nodes_cpu_s(ring) - nodes
+        print(f"  the ring quiet after {waited:.0f}s of waiting; the whole run (start-up "
+              f"included): {busy:.1f} core-s busy, of it the three nodes {nodes:.1f} core-s")
         if api == "partition":
             python_ms = sum(o["partition_state"]["python_cpu_ms"] for o in observed[1:])
             dropped = sum(o["partition_state"]["copies_dropped"] for o in observed)
