@@ -204,6 +204,10 @@ class _Expiries:
         return list(dict.fromkeys(unpack_keys(bytes(current[0]))))
 
 
+def _rows(outputs: list[tuple[str, bytes | None, bytes | None]]) -> Iterator[Row]:
+    return iter([Row(topic=t, key=k, value=v) for t, k, v in outputs])
+
+
 def pack_keys(pks: list[bytes]) -> bytes:
     """Partition keys as one value: each a 4-byte big-endian length, then its bytes."""
     return b"".join(len(pk).to_bytes(4, "big") + pk for pk in pks)
@@ -248,12 +252,17 @@ class MaterializeProcessor(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[Row],
                         timerValues: TimerValues) -> Iterator[Row]:
         """A micro-batch of one bucket's raw records (any number of partition keys)."""
-        topic, _bucket = key
         by_pk: dict[bytes, list[RawRecord]] = {}
         for r in rows:
             by_pk.setdefault(bytes(r.key), []).append(
                 RawRecord(bytes(r.value), r.partition, r.offset))
-        now = timerValues.getCurrentProcessingTimeInMs()
+        return _rows(self.merge_bucket(key[0], by_pk,
+                                       timerValues.getCurrentProcessingTimeInMs()))
+
+    def merge_bucket(self, topic: str, by_pk: dict[bytes, list[RawRecord]],
+                     now: int) -> list[tuple[str, bytes | None, bytes | None]]:
+        """Merge each partition key's records into its state: the outputs (topic, key,
+        value), whatever form the input came in (Rows here, pandas in a benchmark)."""
         pks = list(by_pk)
         outputs: list[tuple[str, bytes | None, bytes | None]] = []
         writes = _Writes()
@@ -271,7 +280,7 @@ class MaterializeProcessor(StatefulProcessor):
                 due.setdefault(at, []).append(pk)
         writes.apply(self.entries, self.pages)
         self.expiries.add(due)
-        return iter([Row(topic=t, key=k, value=v) for t, k, v in outputs])
+        return outputs
 
     def handleInitialState(self, key: Any, initialState: Row,
                            timerValues: TimerValues) -> None:
@@ -305,9 +314,13 @@ class MaterializeProcessor(StatefulProcessor):
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
         """A time some keys of the bucket expire at came: expire the keys that are due."""
-        now = timerValues.getCurrentProcessingTimeInMs()
-        topic = key[0]
-        pks = self.expiries.take(expiredTimerInfo.getExpiryTimeInMs())
+        return _rows(self.expire_due(key[0], timerValues.getCurrentProcessingTimeInMs(),
+                                     expiredTimerInfo.getExpiryTimeInMs()))
+
+    def expire_due(self, topic: str, now: int,
+                   at_ms: int) -> list[tuple[str, bytes | None, bytes | None]]:
+        """Expire the bucket's keys indexed at `at_ms` that are due: the outputs."""
+        pks = self.expiries.take(at_ms)
         if pks is None:  # an old checkpoint's bucket timer: scan the bucket once, and index
             self.timer.clear()
             items = [(bytes(k[0]), v) for k, v in self.entries.map.iterator()]
@@ -334,7 +347,7 @@ class MaterializeProcessor(StatefulProcessor):
                 due.setdefault(timer, []).append(pk)
         writes.apply(self.entries, self.pages)
         self.expiries.add(due)
-        return iter([Row(topic=t, key=k, value=v) for t, k, v in outputs])
+        return outputs
 
     def close(self) -> None:
         """Nothing to release: the schema cache lives for the worker."""

@@ -11,14 +11,14 @@ compare; JVM_FLOOR_RUNS lists query:dedupe-window-s pairs (0: the copy dedupe of
 - "py-floor", "py-nostate": CopyFloor's work in a Python processor shaped like the real one,
   with and without its state calls;
 - "tws": the real job (transformWithState over KeyHandler);
+- "tws-pandas": the real job's processor on transformWithStateInPandas (the same buckets,
+  state calls and merge; each group's input as pandas DataFrames instead of Rows);
 - "arrow-floor": the floor of a design without shuffles or Spark state (not casscade's):
   raw topics are keyed by partition key, so every copy of a key is in one Kafka partition,
   read by one task; a mapInArrow over the source drops copies by digest and reads and
   writes each key's last value in a RocksDB (rocksdict) per Kafka partition, one output
   per change. What it leaves out: making that state consistent with Spark's checkpoint
   (replayed batches) and with task placement on a cluster;
-- "arrow-job": the same design with casscade's KeyHandler doing the merge (state blob and
-  schema hash per key in the rocksdict; TTL timers left out): what that design would reach;
 - "partition": that design as built, the job with spark.state_mode partition
   (materializer.spark.partition_job: rollback on replay, expiry index, copy window).
 A query name with "+kafka" runs with the Kafka client settings in BENCH_KAFKA_TUNED
@@ -50,7 +50,7 @@ HERE = Path(__file__).parent / "jvm_floor"
 CORES = int(os.environ.get("JVM_FLOOR_CORES", "2"))
 # (query, copy dedupe window in s; 0: off)
 DEFAULT_RUNS = ("kafka-floor:0,jvm-floor:0,jvm-floor:120,py-nostate:0,py-floor:0,py-floor:120,"
-                "tws:0,tws:120,arrow-floor:0,arrow-job:0")
+                "tws:0,tws:120,tws-pandas:120,arrow-floor:0,partition:120")
 RUNS = [(api, int(window)) for api, window in (
     r.split(":") for r in os.environ.get("JVM_FLOOR_RUNS", DEFAULT_RUNS).split(","))]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -176,60 +176,11 @@ def arrow_floor(state_dir: str) -> object:
     return run
 
 
-def arrow_job(state_dir: str, kafka: dict, schema_topic: str, settings: object) -> object:
-    """mapInArrow function of "arrow-job": arrow_floor's copy drop and rocksdict per Kafka
-    partition around the real KeyHandler (one call per key and record batch)."""
-    def run(batches: Iterator) -> Iterator:
-        import time
-
-        from materializer.handler import RawRecord
-        from materializer.spark.processor import key_handler
-
-        handler = key_handler(kafka, schema_topic, settings)
-        dbs: dict = {}
-        try:
-            for batch in batches:
-                cols = batch.to_pydict()
-                by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
-                for topic, pk, value, part, offset in zip(
-                        cols["topic"], cols["key"], cols["value"], cols["partition"],
-                        cols["offset"], strict=True):
-                    if _first_copy(dbs, state_dir, topic, part, value) is None:
-                        continue
-                    by_key.setdefault((topic, part, pk), []).append(
-                        RawRecord(value, part, offset))
-                out: list[tuple] = []
-                now = int(time.time() * 1000)
-                for (topic, part, pk), records in by_key.items():
-                    db = dbs[(topic, part)]
-                    result = handler.handle(
-                        topic, pk, records, db.get(b"s" + pk), db.get(b"h" + pk), now,
-                        lambda ids, db=db, pk=pk: [db.get(b"p%d:" % i + pk) for i in ids])
-                    out.extend(result.outputs)
-                    if result.schema_hash is None:
-                        continue
-                    for page, blob in result.pages.items():
-                        if blob is None:
-                            del db[b"p%d:" % page + pk]
-                        else:
-                            db[b"p%d:" % page + pk] = blob
-                    if result.state is None:
-                        db.delete(b"s" + pk)
-                        db.delete(b"h" + pk)
-                    else:
-                        db[b"s" + pk], db[b"h" + pk] = result.state, result.schema_hash
-                yield _arrow_out(out)
-        finally:
-            for db in dbs.values():
-                db.close()
-    return run
-
-
 def start_floor(spark: object, cfg: MaterializerConfig, api: str) -> object:
     """The job's query (job.read_raw → … → job.write_events) with CopyFloor as processor
     ("jvm-floor"), with its Python twin ("py-floor", "py-nostate": python_floor), with a
-    mapInArrow and rocksdict instead of shuffles and Spark state ("arrow-floor"; with the
-    KeyHandler: "arrow-job"), or with none ("kafka-floor": every record that passes the
+    mapInArrow and rocksdict instead of shuffles and Spark state ("arrow-floor"), or with
+    none ("kafka-floor": every record that passes the
     dedupe goes straight to the output topic, no shuffle after it, no state of its own)."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
@@ -246,12 +197,6 @@ def start_floor(spark: object, cfg: MaterializerConfig, api: str) -> object:
         state_dir = cfg.spark.checkpoint / "rocksdict"
         state_dir.mkdir(parents=True, exist_ok=True)
         out = raw.mapInArrow(arrow_floor(str(state_dir)), OUTPUT_SCHEMA)
-    elif api == "arrow-job":
-        state_dir = cfg.spark.checkpoint / "rocksdict"
-        state_dir.mkdir(parents=True, exist_ok=True)
-        out = raw.mapInArrow(arrow_job(str(state_dir), cfg.kafka.client(),
-                                       f"{cfg.kafka.topic_prefix}.schemas",
-                                       job.event_settings(cfg)), OUTPUT_SCHEMA)
     elif api == "kafka-floor":
         out = raw.select(F.regexp_replace("topic", r"\.raw\.", ".floor.").alias("topic"),
                          "key", "value")
@@ -296,6 +241,6 @@ def test_bench_jvm_floor_rf3(stack, tmp_path: Path, monkeypatch) -> None:
             print(f"  Python workers (input read, merge, state): {python_ms * 1000 / logical:.0f}"
                   f" us per change; the JVM, scheduling and waits: the rest; copies that "
                   f"reached Python: {to_python:,} of {copies_sent:,}")
-        if api.split("+")[0] in ("tws", "arrow-job", "partition"):  # one event per change
+        if api.split("+")[0] in ("tws", "tws-pandas", "partition"):  # one event per change
             events = sum(1 for _ in read_to_end(stack.bootstrap_servers, f"{prefix}.bench.t"))
             assert events == changes, (api, events, changes)

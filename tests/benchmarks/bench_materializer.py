@@ -214,9 +214,12 @@ spark = job.session(cfg, available_now=True)
 spark.sparkContext.setLogLevel("ERROR")
 if api in ("tws", "stock", "partition"):
     query = job.start(spark, cfg, available_now=True)
-elif api.endswith("floor") or api in ("py-nostate", "arrow-job"):
+elif api.endswith("floor") or api == "py-nostate":
     from bench_jvm_floor import start_floor
     query = start_floor(spark, cfg, api)
+elif api == "tws-pandas":
+    from bench_pandas_state import start_tws_pandas
+    query = start_tws_pandas(spark, cfg)
 else:
     from bench_pandas_state import start_pandas
     query = start_pandas(spark, cfg)

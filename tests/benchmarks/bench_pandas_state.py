@@ -1,4 +1,6 @@
-"""applyInPandasWithState over the same KeyHandler: the alternative API, for the benchmark only."""
+"""The pandas APIs over the same KeyHandler, for the benchmarks only: applyInPandasWithState
+(one group per key) and transformWithStateInPandas (the job's key buckets and state, columnar
+input instead of Row objects)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,56 @@ from typing import Any
 
 from materializer.handler import KeyHandler, RawRecord
 from materializer.settings import MaterializerConfig
+from materializer.spark import job
 from materializer.spark.job import event_settings, raw_topic_pattern
-from materializer.spark.processor import OUTPUT_SCHEMA, _cache, _topics
+from materializer.spark.processor import (
+    OUTPUT_SCHEMA,
+    MaterializeProcessor,
+    _cache,
+    _topics,
+    bucket_column,
+)
+
+
+class PandasProcessor(MaterializeProcessor):
+    """MaterializeProcessor on transformWithStateInPandas: the same buckets, state and merge;
+    each group's input arrives as pandas DataFrames and its outputs leave as one."""
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+        """A micro-batch of one bucket's raw records, as DataFrames."""
+        by_pk: dict[bytes, list[RawRecord]] = {}
+        for pdf in rows:
+            for k, v, p, o in zip(pdf["key"], pdf["value"], pdf["partition"], pdf["offset"],
+                                  strict=True):
+                by_pk.setdefault(k, []).append(RawRecord(v, int(p), int(o)))
+        yield from _frames(self.merge_bucket(key[0], by_pk,
+                                             timerValues.getCurrentProcessingTimeInMs()))
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any,
+                           expiredTimerInfo: Any) -> Iterator[Any]:
+        """Expire the bucket's keys due at the timer's time."""
+        yield from _frames(self.expire_due(key[0], timerValues.getCurrentProcessingTimeInMs(),
+                                           expiredTimerInfo.getExpiryTimeInMs()))
+
+
+def _frames(outputs: list[tuple[str, bytes | None, bytes | None]]) -> Iterator[Any]:
+    import pandas as pd
+
+    if outputs:  # no frame at all for no outputs: an empty one would have no columns
+        topics, keys, values = zip(*outputs, strict=True)
+        yield pd.DataFrame({"topic": topics, "key": keys, "value": values})
+
+
+def start_tws_pandas(spark: Any, cfg: MaterializerConfig) -> Any:
+    """job.start's query with transformWithStateInPandas in place of transformWithState."""
+    k = cfg.kafka
+    processor = PandasProcessor(k.client(), f"{k.topic_prefix}.schemas", event_settings(cfg),
+                                cfg.spark.batched_state, cfg.spark.state_page_rows)
+    raw = job.read_raw(spark, cfg)
+    events = (raw.withColumn("bucket", bucket_column(raw.key, cfg.spark.state_buckets))
+              .groupBy("topic", "bucket")
+              .transformWithStateInPandas(processor, OUTPUT_SCHEMA, "Append", "ProcessingTime"))
+    return job.write_events(events, cfg, available_now=True)
 
 
 def start_pandas(spark: Any, cfg: MaterializerConfig) -> Any:
