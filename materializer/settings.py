@@ -123,7 +123,7 @@ class EventsSettings:
     dead_letter_topic: str | None = None  # default <prefix>.materializer.dead-letter
     partitions: int = 6  # of each event topic the job creates
     replication_factor: int = 1
-    format: str = "json"  # json, or avro (fastavro)
+    format: str = "json"  # json, or avro (materializer.output.avro_writer)
     # avro: register schemas here and use the Confluent wire format; unset: Avro
     # single-object encoding, schemas on avro_schema_topic (default <prefix>.avro-schemas)
     schema_registry_url: str | None = None

@@ -198,6 +198,7 @@ cfg.spark.driver_memory = "2g"
 cfg.spark.batched_state = api != "stock"
 if os.environ.get("BENCH_DEDUPE_S"):
     cfg.spark.dedupe_window_s = int(os.environ["BENCH_DEDUPE_S"])
+cfg.events.format = os.environ.get("BENCH_FORMAT", "json")  # the events' encoding
 if os.environ.get("BENCH_EXTRA_CP"):  # local mode: the driver's class path is the executor's
     cfg.spark.conf["spark.driver.extraClassPath"] = os.environ["BENCH_EXTRA_CP"]
 for item in filter(None, os.environ.get("BENCH_SPARK_CONF", "").split(";")):

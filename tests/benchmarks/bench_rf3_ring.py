@@ -7,7 +7,8 @@ shape: k int, c1 int, c2 text, c3 int, c4 text) at QUORUM, then the agents caugh
 replica's copy of every write is in the raw topic (about three per change; the count is
 printed). The job then runs availableNow over what the raw topic holds, once per entry of
 RING_MODES (query:cores, query as bench_jvm_floor names it: partition = spark.state_mode
-partition, tws = the default mode with the JVM copy dedupe), RING_BATCH copies per
+partition, tws = the default mode with the JVM copy dedupe, tws-pandas = its processor on
+transformWithStateInPandas), RING_BATCH copies per
 micro-batch, each from its own checkpoint over the same records; the raw topic has
 RING_PARTITIONS partitions (2). Printed per run: logical
 changes/s and copies/s, each per core, over the steady micro-batches (the first, with the
@@ -154,7 +155,8 @@ def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
         rows = sum(n for n, _ in steady)
         secs = sum(ms for _, ms in steady) / 1000
         logical = rows / 3
-        mode = "spark.state_mode partition" if api == "partition" else "default mode (tws)"
+        mode = {"partition": "spark.state_mode partition",
+                "tws": "default mode (tws)"}.get(api, api)
         print(f"\nRF=3 ring, {mode}, local[{cores}]: first batch {first[0]:,} copies in "
               f"{first[1] / 1000:.1f}s; steady {rows:,} copies in {secs:.1f}s = "
               f"{logical / secs:,.0f} changes/s ({logical / secs / cores:,.0f} per core), "
