@@ -18,10 +18,12 @@ import os
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer
+from cpu_use import machine_busy_s, process_cpu_s, tree_cpu_s
 from materializer_harness import kill_group, materializer_command, start_materializer
 from publisher_harness import (
     AgentProcess,
@@ -33,6 +35,7 @@ from publisher_harness import (
 )
 from support import http_get
 
+from devstack import cassandra, kafka
 from devstack.cassandra import cql_cluster
 
 RATE = int(os.environ.get("BENCH_RATE", "2000"))
@@ -67,9 +70,10 @@ def test_bench_end_to_end_latency(stack, tmp_path) -> None:
     _report("one node", *result)
 
 
-def test_bench_end_to_end_latency_rf3(ring, tmp_path) -> None:
+def test_bench_end_to_end_latency_rf3(stack, ring, tmp_path) -> None:
     """Three nodes at RF=3 (writes at QUORUM, spread by the driver), a publisher beside each
-    node, the job: every change reaches the job three times."""
+    node, the job: every change reaches the job three times. Also printed: where the two
+    cores went over the measured seconds, per process tree."""
     import sys
 
     from cassandra import ConsistencyLevel
@@ -96,13 +100,29 @@ def test_bench_end_to_end_latency_rf3(ring, tmp_path) -> None:
         insert = session.prepare(f"INSERT INTO {ks}.t (k, written) VALUES (?, ?)")
         session.execute(insert, (-1, time.time_ns() // 1000))
         job = _start_job(ring, prefix, tmp_path)
-        result = _measure(session, insert, ring.bootstrap_servers, f"{prefix}.{ks}.t", job)
+        trees = {"the three nodes": [_pid(cassandra.pid_file(n)) for n in ring.all_nodes()],
+                 "the three publishers": [a.proc.pid for a in publishers.agents.values()],
+                 "Kafka": [_pid(kafka.pid_file(stack))], "the job": [job.pid]}
+        result = _measure(session, insert, ring.bootstrap_servers, f"{prefix}.{ks}.t", job,
+                          lambda: _cpu(trees))
     finally:
         if job is not None:
             kill_group(job)
         publishers.stop()
         cluster.shutdown()
     _report("three nodes at RF=3, a publisher each", *result)
+
+
+def _pid(pid_file: Path) -> int:
+    return int(pid_file.read_text().split()[0])
+
+
+def _cpu(trees: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds so far: each group of process trees, this process (the writer and the
+    consumer), the whole machine."""
+    used = {name: sum(tree_cpu_s(p) for p in pids) for name, pids in trees.items()}
+    return {**used, "this bench (writer, consumer)": process_cpu_s(os.getpid()),
+            "machine": machine_busy_s()}
 
 
 def _start_job(stack: Any, prefix: str, tmp_path: Path) -> Any:
@@ -113,11 +133,13 @@ def _start_job(stack: Any, prefix: str, tmp_path: Path) -> Any:
         tmp_path / "job.log")
 
 
-def _measure(session: Any, insert: Any, bootstrap: str, topic: str, job: Any
-             ) -> tuple[list[float], int, dict[int, tuple[int, int]]]:
+def _measure(session: Any, insert: Any, bootstrap: str, topic: str, job: Any,
+             cpu: Callable[[], dict[str, float]] | None = None
+             ) -> tuple[list[float], int, dict[int, tuple[int, int]], dict[str, float]]:
     """Write at RATE for WARMUP_S + SECONDS s; the latency of every event of the last SECONDS
-    s, how many rows were measured, and the micro-batches seen; fails at once if `job` (the
-    materializer process) exits."""
+    s, how many rows were measured, the micro-batches seen, and (with `cpu`, a clock of CPU
+    seconds by name) the cores each name used over the measured writes; fails at once if
+    `job` (the materializer process) exits."""
     latencies: list[float] = []
     batches: dict[int, tuple[int, int]] = {}  # batch id → (input rows, trigger ms)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
@@ -132,22 +154,29 @@ def _measure(session: Any, insert: Any, bootstrap: str, topic: str, job: Any
         consumer.subscribe([topic])
         wait_for(lambda: _poll(consumer, [], 0) > 0, 120, "the first event")
         warmup = RATE * WARMUP_S  # rows below this key are not measured
+        before: dict[str, float] = {}
         for k in paced(RATE, warmup + RATE * SECONDS):
+            if k == warmup and cpu is not None:
+                before, started = cpu(), time.monotonic()
             session.execute_async(insert, (k, time.time_ns() // 1000))
             _poll(consumer, latencies, warmup, 0)
             if (k + 1) % RATE == 0:
                 _batch(batches)
+        cores: dict[str, float] = {}
+        if before:
+            after, wall = cpu(), time.monotonic() - started  # type: ignore[misc]
+            cores = {name: (after[name] - used) / wall for name, used in before.items()}
         deadline = time.monotonic() + 120
         while len(latencies) < RATE * SECONDS and time.monotonic() < deadline:
             _poll(consumer, latencies, warmup, 0.2)
             _batch(batches)
     finally:
         consumer.close()
-    return latencies, RATE * SECONDS, batches
+    return latencies, RATE * SECONDS, batches, cores
 
 
 def _report(what: str, latencies: list[float], measured: int,
-            batches: dict[int, tuple[int, int]]) -> None:
+            batches: dict[int, tuple[int, int]], cores: dict[str, float]) -> None:
     assert len(latencies) >= measured, f"{len(latencies)} of {measured} arrived"
     q = statistics.quantiles(latencies, n=100)
     print(f"\n{what}, spark.state_mode {STATE_MODE}: write -> change event at {RATE} "
@@ -159,6 +188,11 @@ def _report(what: str, latencies: list[float], measured: int,
     print("micro-batches seen (id: rows, ms): "
           + ", ".join(f"{b}: {n}, {ms}" for b, (n, ms) in seen))
     print(f"last batch seen, where its time went (ms): {LAST_BREAKDOWN}")
+    if cores:
+        machine = cores.pop("machine")
+        print(f"cores busy over the measured writes: {machine:.2f} of {os.cpu_count()}: "
+              + ", ".join(f"{name} {used:.2f}" for name, used in cores.items())
+              + f", the rest {machine - sum(cores.values()):.2f}")
 
 
 def _batch(batches: dict[int, tuple[int, int]]) -> None:

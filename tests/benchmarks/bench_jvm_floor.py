@@ -40,6 +40,7 @@ from pathlib import Path
 import pyspark
 from bench_materializer import _run_job
 from bench_rf3 import CHANGES, KEYS, PER_BATCH, breakdown, publish_rf3
+from cpu_use import machine_busy_s, process_cpu_s
 
 from devstack import kafka
 from materializer.settings import MaterializerConfig
@@ -53,20 +54,6 @@ DEFAULT_RUNS = ("kafka-floor:0,jvm-floor:0,jvm-floor:120,py-nostate:0,py-floor:0
                 "tws:0,tws:120,tws-pandas:120,arrow-floor:0,partition:120")
 RUNS = [(api, int(window)) for api, window in (
     r.split(":") for r in os.environ.get("JVM_FLOOR_RUNS", DEFAULT_RUNS).split(","))]
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def machine_busy_s() -> float:
-    """CPU seconds all cores have spent busy since boot (/proc/stat)."""
-    user, nice, system, _idle, _iowait, irq, softirq, steal = map(
-        int, Path("/proc/stat").read_text().split()[1:9])
-    return (user + nice + system + irq + softirq + steal) / TICK
-
-
-def process_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) one process has used (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def build_jar(out: Path) -> Path:

@@ -29,9 +29,9 @@ import time
 import uuid
 from pathlib import Path
 
-from bench_jvm_floor import machine_busy_s, process_cpu_s
 from bench_materializer import _run_job, _values
 from bench_rf3 import breakdown
+from cpu_use import machine_busy_s, process_cpu_s
 
 from shared.kafka_topics import read_to_end
 
