@@ -100,9 +100,12 @@ def test_bench_end_to_end_latency_rf3(stack, ring, tmp_path) -> None:
         insert = session.prepare(f"INSERT INTO {ks}.t (k, written) VALUES (?, ?)")
         session.execute(insert, (-1, time.time_ns() // 1000))
         job = _start_job(ring, prefix, tmp_path)
-        trees = {"the three nodes": [_pid(cassandra.pid_file(n)) for n in ring.all_nodes()],
+        nodes = [cassandra.running_pid(n) for n in ring.all_nodes()]
+        broker = kafka.running_pid(stack)
+        assert None not in nodes and broker is not None, (nodes, broker)
+        trees = {"the three nodes": nodes,
                  "the three publishers": [a.proc.pid for a in publishers.agents.values()],
-                 "Kafka": [_pid(kafka.pid_file(stack))], "the job": [job.pid]}
+                 "Kafka": [broker], "the job": [job.pid]}
         result = _measure(session, insert, ring.bootstrap_servers, f"{prefix}.{ks}.t", job,
                           lambda: _cpu(trees))
     finally:
@@ -111,10 +114,6 @@ def test_bench_end_to_end_latency_rf3(stack, ring, tmp_path) -> None:
         publishers.stop()
         cluster.shutdown()
     _report("three nodes at RF=3, a publisher each", *result)
-
-
-def _pid(pid_file: Path) -> int:
-    return int(pid_file.read_text().split()[0])
 
 
 def _cpu(trees: dict[str, list[int]]) -> dict[str, float]:

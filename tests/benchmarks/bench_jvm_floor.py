@@ -197,7 +197,8 @@ def test_bench_jvm_floor_rf3(stack, tmp_path: Path, monkeypatch) -> None:
     """Logical changes/s per core: the floors, then the real job, same input shape."""
     monkeypatch.setenv("BENCH_EXTRA_CP", str(build_jar(tmp_path / "jar")))
     changes = (CHANGES // KEYS) * KEYS
-    broker = int(kafka.pid_file(stack).read_text().split()[0])
+    broker = kafka.running_pid(stack)
+    assert broker is not None, "the stack's Kafka is not running"
     for api, window in RUNS:
         prefix = f"floor{uuid.uuid4().hex[:6]}"
         copies_sent = publish_rf3(stack.bootstrap_servers, prefix)

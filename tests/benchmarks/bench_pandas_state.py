@@ -9,8 +9,7 @@ from typing import Any
 
 from materializer.handler import KeyHandler, RawRecord
 from materializer.settings import MaterializerConfig
-from materializer.spark import job
-from materializer.spark.job import event_settings, raw_topic_pattern
+from materializer.spark.job import event_settings, raw_topic_pattern, read_raw, write_events
 from materializer.spark.processor import (
     OUTPUT_SCHEMA,
     MaterializeProcessor,
@@ -54,11 +53,11 @@ def start_tws_pandas(spark: Any, cfg: MaterializerConfig) -> Any:
     k = cfg.kafka
     processor = PandasProcessor(k.client(), f"{k.topic_prefix}.schemas", event_settings(cfg),
                                 cfg.spark.batched_state, cfg.spark.state_page_rows)
-    raw = job.read_raw(spark, cfg)
+    raw = read_raw(spark, cfg)
     events = (raw.withColumn("bucket", bucket_column(raw.key, cfg.spark.state_buckets))
               .groupBy("topic", "bucket")
               .transformWithStateInPandas(processor, OUTPUT_SCHEMA, "Append", "ProcessingTime"))
-    return job.write_events(events, cfg, available_now=True)
+    return write_events(events, cfg, available_now=True)
 
 
 def start_pandas(spark: Any, cfg: MaterializerConfig) -> Any:

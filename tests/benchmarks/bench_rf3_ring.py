@@ -84,8 +84,9 @@ def _nodes_cpu_s(ring: object) -> float:
     """CPU seconds the ring's Cassandra nodes have used."""
     from devstack import cassandra
 
-    return sum(process_cpu_s(int(cassandra.pid_file(n).read_text().split()[0]))
-               for n in ring.all_nodes())  # type: ignore[attr-defined]
+    pids = [cassandra.running_pid(n) for n in ring.all_nodes()]  # type: ignore[attr-defined]
+    assert None not in pids, f"a ring node is down: {pids}"
+    return sum(process_cpu_s(p) for p in pids)  # type: ignore[arg-type]
 
 
 def _wait_quiet(ring: object, limit_s: float = 180) -> float:
