@@ -85,6 +85,18 @@ class EventSettings:
         return self.avro_schema_topic or f"{self.topic_prefix}.avro-schemas"
 
 
+def event_topic(prefix: str, keyspace: str, table: str) -> str:
+    """The event topic of a table: `<prefix>.<keyspace>.<table>`."""
+    return f"{prefix}.{keyspace}.{table}"
+
+
+def event_topic_of_raw(prefix: str, raw_topic: str) -> str:
+    """The event topic of a raw topic `<prefix>.raw.<keyspace>.<table>` (Cassandra's names
+    have no dots, so the two parts are the last two)."""
+    keyspace, table = raw_topic.rsplit(".", 2)[1:]
+    return event_topic(prefix, keyspace, table)
+
+
 @dataclass(slots=True)
 class RawRecord:
     """One raw-topic message as Spark hands it over."""
@@ -121,7 +133,7 @@ class _TableVersion:
                                       any(c.kind == "static" for c in table.columns),
                                       table.gc_grace_seconds, dropped,
                                       VisibleForm(lists, counters))
-        self.topic = f"{settings.topic_prefix}.{table.keyspace}.{table.table}"
+        self.topic = event_topic(settings.topic_prefix, table.keyspace, table.table)
         if settings.format == "avro":
             if publisher is None:
                 raise ValueError("events.format avro needs a schema publisher")

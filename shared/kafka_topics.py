@@ -8,14 +8,20 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from shared.kafka_security import client_conf, with_refusal_log
 
 log = logging.getLogger(__name__)
+# what a partition's broker answers while it has not taken the partition on (or moves it);
+# UNKNOWN_LEADER_EPOCH: the metadata's leader epoch is newer than the one the broker applied
+_NOT_SERVING_YET = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.REPLICA_NOT_AVAILABLE,
+                    KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH,
+                    KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT)
 
 
 class TopicCreator:
@@ -30,45 +36,76 @@ class TopicCreator:
         self.known: set[str] = set()
 
     def ensure(self, topic: str, compacted: bool = False) -> None:
-        """Create `topic` unless it exists (a compacted one with one partition); raises
-        KafkaException or a timeout error if Kafka does not answer."""
-        if topic in self.known:
+        """Create `topic` unless it exists (a compacted one with one partition) and wait until
+        it takes writes; raises KafkaException or a timeout error if Kafka does not answer."""
+        self.ensure_many([topic], compacted)
+
+    def ensure_many(self, topics: Iterable[str], compacted: bool = False) -> None:
+        """ensure() for many topics at once: one CreateTopics request for the missing ones,
+        then one wait until every partition of each takes writes."""
+        wanted = [t for t in dict.fromkeys(topics) if t not in self.known]
+        if not wanted:
             return
         try:
             existing = self.admin.list_topics(timeout=self.timeout_s).topics
         except KafkaException:
             self.admin.poll(0)  # serve the error callback: a refusal says why, clearly
             raise
-        if topic not in existing:
-            config = {"cleanup.policy": "compact"} if compacted else {}
-            future = self.admin.create_topics([NewTopic(
-                topic, num_partitions=1 if compacted else self.partitions,
-                replication_factor=self.replication, config=config)])[topic]
-            try:
-                future.result(timeout=self.timeout_s)
-                log.info("created topic", extra={"topic": topic})
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise
-        self.wait_for_leaders(topic)
-        self.known.add(topic)
+        config = {"cleanup.policy": "compact"} if compacted else {}
+        new = [NewTopic(t, num_partitions=1 if compacted else self.partitions,
+                        replication_factor=self.replication, config=config)
+               for t in wanted if t not in existing]
+        if new:
+            for topic, future in self.admin.create_topics(new).items():
+                try:
+                    future.result(timeout=self.timeout_s)
+                    log.info("created topic", extra={"topic": topic})
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                        raise
+        self.wait_writable(wanted)
+        self.known.update(wanted)
 
-    def wait_for_leaders(self, topic: str) -> None:
-        """Block until every partition of `topic` has a leader in the metadata: a producer
-        writing to a topic created a moment ago otherwise meets NOT_LEADER_OR_FOLLOWER (with
-        many topics created at once this lasted minutes and failed Spark's Kafka sink)."""
+    def wait_writable(self, topics: list[str]) -> None:
+        """Block until every partition of `topics` has a leader that serves it.
+
+        Why more than a leader in the metadata: a broker answers metadata from its cache
+        before its replica manager has taken the partition on, and a produce in between gets
+        NOT_LEADER_OR_FOLLOWER. An idempotent producer with several requests in flight can
+        then have a later request appended first and retry the earlier one with
+        OUT_OF_ORDER_SEQUENCE_NUMBER until its delivery timeout (KAFKA-15591, KAFKA-14312):
+        with 20 event topics made at once this failed Spark's Kafka sink after 120 s. A
+        ListOffsets request is served by the replica manager, as a produce is, so a partition
+        that answers it takes writes."""
         deadline = time.monotonic() + self.timeout_s
-        missing: list[int] = []
+        pending = set(topics)
         while True:
-            meta = self.admin.list_topics(topic, timeout=self.timeout_s).topics.get(topic)
-            if meta is not None and meta.error is None and meta.partitions:
-                missing = [p for p, pm in meta.partitions.items()
-                           if pm.leader < 0 or pm.error is not None]
-                if not missing:
-                    return
+            meta = self.admin.list_topics(timeout=self.timeout_s).topics
+            probe: dict[TopicPartition, OffsetSpec] = {}
+            for topic in pending:
+                tm = meta.get(topic)
+                if (tm is not None and tm.error is None and tm.partitions
+                        and all(pm.leader >= 0 and pm.error is None
+                                for pm in tm.partitions.values())):
+                    probe.update({TopicPartition(topic, p): OffsetSpec.latest()
+                                  for p in tm.partitions})
+            not_serving: set[str] = set()
+            for tp, future in (self.admin.list_offsets(probe, request_timeout=self.timeout_s)
+                               .items() if probe else ()):
+                try:
+                    future.result(timeout=self.timeout_s)
+                except KafkaException as exc:
+                    if exc.args[0].code() not in _NOT_SERVING_YET:
+                        raise
+                    not_serving.add(tp.topic)
+            pending = not_serving | {t for t in pending
+                                     if not any(tp.topic == t for tp in probe)}
+            if not pending:
+                return
             if time.monotonic() >= deadline:
-                raise KafkaException(f"topic {topic}: partitions {missing or 'all'} have no "
-                                     f"leader after {self.timeout_s:.0f}s")
+                raise KafkaException(
+                    f"topics not taking writes after {self.timeout_s:.0f}s (no leader serving "
+                    f"their partitions): {', '.join(sorted(pending))}")
             time.sleep(0.1)
 
 

@@ -26,8 +26,11 @@ def copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
     # idempotent: a retried batch keeps its place, so the same arguments really give the
     # same topics (without it, a retry after a fresh topic's NOT_LEADER reordered whole
     # batches, and runs compared event by event saw different micro-batches)
+    # a queue that holds a whole copy (the default's 100,000 messages did not)
     producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "acks": "all",
-                         "enable.idempotence": True})
+                         "enable.idempotence": True,
+                         "queue.buffering.max.messages": 2_000_000,
+                         "queue.buffering.max.kbytes": 1_048_576})
     topics = sorted(t for t in creator.admin.list_topics(timeout=10).topics
                     if t.startswith(f"{src_prefix}.raw.") or t == f"{src_prefix}.schemas")
     total = 0
@@ -62,6 +65,7 @@ def copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
                 producer.produce(out_topic, key=key, value=v)
         for key, v in tail:
             producer.produce(out_topic, key=key, value=v)
+        producer.poll(0)
         if stats is not None and ".raw." in topic:
             stats["late"] = stats.get("late", 0) + len(tail)
             stats.setdefault("digests", set()).update(

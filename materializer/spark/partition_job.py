@@ -36,7 +36,7 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the local property Spark sets for
 METRICS = PARTITION_METRICS  # the name of the query's observed metrics
 # mapInArrow's output: events, plus one row per task (topic null) with its copy counts
 TASK_SCHEMA = ("topic STRING, key BINARY, value BINARY, copies_in LONG, copies_dropped LONG,"
-               " store_keys LONG, python_cpu_ms LONG")
+               " store_keys LONG, stores LONG, python_cpu_ms LONG")
 STATE_DIR = "partition-state"  # under the checkpoint
 _ENTRY = struct.Struct(">qH")  # next expiry (ms, -1: none), length of the schema hash
 _CHUNK = 5_000  # output rows per Arrow batch
@@ -116,10 +116,10 @@ def _batch(rows: list[tuple[Any, ...]]) -> Any:
     """Rows of TASK_SCHEMA as one Arrow batch (typed even if empty)."""
     import pyarrow as pa
 
-    names = ("topic", "key", "value", "copies_in", "copies_dropped", "store_keys",
+    names = ("topic", "key", "value", "copies_in", "copies_dropped", "store_keys", "stores",
              "python_cpu_ms")
     types = (pa.string(), pa.binary(), pa.binary(), pa.int64(), pa.int64(), pa.int64(),
-             pa.int64())
+             pa.int64(), pa.int64())
     return pa.RecordBatch.from_arrays(
         [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)],
         schema=pa.schema(list(zip(names, types, strict=True))))
@@ -191,7 +191,7 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
         blob, schema_hash, timer = _entry(store.get(_S + pk))
         result = handler.handle(topic, pk, records, blob, schema_hash, now, _pages(store, pk))
         _apply(store, pk, timer, result)
-        out.extend((t, k, v, None, None, None, None) for t, k, v in result.outputs)
+        out.extend((t, k, v, None, None, None, None, None) for t, k, v in result.outputs)
         if len(out) >= _CHUNK:
             yield _batch(out)
             out = []
@@ -204,19 +204,27 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
                 # old timer None: the next one is indexed even if it is the same time (this
                 # index entry is spent), as the default mode registers its timer again
                 _apply(store, pk, None, result)
-                out.extend((t, k, v, None, None, None, None) for t, k, v in result.outputs)
+                out.extend((t, k, v, None, None, None, None, None)
+                           for t, k, v in result.outputs)
     keys = sum(s.estimated_keys() for s in stores.open.values())
     # the Python worker's CPU for this task (input read and merge): the rest is the JVM's
-    out.append((None, None, None, copies_in, dropped, keys,
+    out.append((None, None, None, copies_in, dropped, keys, len(stores.open),
                 round((time.process_time() - cpu) * 1000)))
     yield _batch(out)
 
 
 def events(raw: DataFrame, root: Path, kafka: dict[str, str], schema_topic: str,
-           settings: EventSettings, page_rows: int = DEFAULT_PAGE_ROWS, window_s: int = 0
-           ) -> DataFrame:
+           settings: EventSettings, page_rows: int = DEFAULT_PAGE_ROWS, window_s: int = 0,
+           tasks: int = 0) -> DataFrame:
     """The events (topic, key, value) of `raw` (the Kafka source's rows), with the copy
-    counts as the query's observed metrics METRICS."""
+    counts as the query's observed metrics METRICS; `tasks` > 0: the source's partitions
+    (one per raw topic partition with records) coalesced into at most that many tasks.
+
+    Why coalesce: every task costs the same start (its Python function, Arrow streams, a
+    handler) whatever it reads, so 20 tables of 4 partitions each paid it 80 times a
+    micro-batch. Coalescing needs no shuffle: a task reads its topic partitions one after
+    the other, each whole, and a topic partition is still in one task only, which is all
+    the stores need (`TaskStores` opens one per topic partition it meets)."""
     from pyspark.sql import functions as F
 
     from materializer.spark.processor import key_handler
@@ -225,10 +233,14 @@ def events(raw: DataFrame, root: Path, kafka: dict[str, str], schema_topic: str,
         return key_handler(kafka, schema_topic, settings, page_rows)
 
     root.mkdir(parents=True, exist_ok=True)
+    if tasks > 0:
+        raw = raw.coalesce(tasks)
     merged = raw.mapInArrow(merge_task(str(root), handler_for, window_s), TASK_SCHEMA)
     return (merged.observe(METRICS, F.sum("copies_in").alias("copies_in"),
                            F.sum("copies_dropped").alias("copies_dropped"),
                            F.sum("store_keys").alias("store_keys"),
+                           F.count("copies_in").alias("tasks"),
+                           F.sum("stores").alias("stores_opened"),
                            F.sum("python_cpu_ms").alias("python_cpu_ms"))
             .where(F.col("topic").isNotNull()).select("topic", "key", "value"))
 

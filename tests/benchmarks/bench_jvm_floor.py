@@ -168,7 +168,8 @@ def start_floor(spark: object, cfg: MaterializerConfig, api: str) -> object:
     ("jvm-floor"), with its Python twin ("py-floor", "py-nostate": python_floor), with a
     mapInArrow and rocksdict instead of shuffles and Spark state ("arrow-floor"), or with
     none ("kafka-floor": every record that passes the
-    dedupe goes straight to the output topic, no shuffle after it, no state of its own)."""
+    dedupe goes straight to the output topic, no shuffle after it, no state of its own;
+  "kafka-floor-one": the same into one output topic, <prefix>.floor.all)."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
@@ -187,6 +188,9 @@ def start_floor(spark: object, cfg: MaterializerConfig, api: str) -> object:
     elif api == "kafka-floor":
         out = raw.select(F.regexp_replace("topic", r"\.raw\.", ".floor.").alias("topic"),
                          "key", "value")
+    elif api == "kafka-floor-one":  # the same, every record into one topic: the sink's share
+        out = raw.select(F.lit(f"{cfg.kafka.topic_prefix}.floor.all").alias("topic"), "key",
+                         "value")
     else:
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
         out = DataFrame(jvm.casscade.bench.CopyFloor.apply(raw._jdf), spark)

@@ -215,7 +215,7 @@ spark = job.session(cfg, available_now=True)
 spark.sparkContext.setLogLevel("ERROR")
 if api in ("tws", "stock", "partition"):
     query = job.start(spark, cfg, available_now=True)
-elif api.endswith("floor") or api == "py-nostate":
+elif "floor" in api or api == "py-nostate":
     from bench_jvm_floor import start_floor
     query = start_floor(spark, cfg, api)
 elif api == "tws-pandas":
@@ -235,7 +235,9 @@ print("DETAIL " + json.dumps([{"durationMs": p["durationMs"], "operators": [
     {k: o.get(k) for k in ("operatorName", "numRowsTotal", "numRowsUpdated", "numRowsRemoved",
                            "allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs",
                            "memoryUsedBytes", "numRowsDroppedByWatermark", "customMetrics")}
-    for o in p.get("stateOperators", [])]} for p in done]))
+    for o in p.get("stateOperators", [])],
+    "sources": [{k: s.get(k) for k in ("startOffset", "endOffset")}
+                for s in p.get("sources", [])]} for p in done]))
 spark.stop()
 """
 

@@ -61,3 +61,23 @@ def test_produce_then_consume_round_trip(stack):
     assert all(len(parts) == 1 for parts in partitions.values())
     for key in partitions:
         assert [v for k, v, _ in got if k == key] == [v for k, v in sent if k == key]
+
+
+def test_topics_made_at_once_take_writes_when_ensure_returns(stack):
+    """TopicCreator.ensure_many returns only once every partition of every new topic is
+    served by its leader: a ListOffsets request (served where a produce is) from another
+    client succeeds at once on each, which a leader in the metadata alone did not give."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    from shared.kafka_topics import TopicCreator
+
+    topics = [f"test.many.{uuid.uuid4().hex[:8]}.{i}" for i in range(20)]
+    TopicCreator(stack.bootstrap_servers, 6, 1).ensure_many(topics)
+    # a fresh admin client's ListOffsets: answered NOT_LEADER_FOR_PARTITION (not retried)
+    # by a partition the broker has in its metadata but does not serve yet
+    probe = {TopicPartition(t, p): OffsetSpec.latest() for t in topics for p in range(6)}
+    admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})  # kept: its futures
+    answers = admin.list_offsets(probe, request_timeout=20)
+    assert {tp: f.result(timeout=30).offset for tp, f in answers.items()} == dict.fromkeys(
+        probe, 0)

@@ -269,3 +269,12 @@ def test_event_json_reads_back_as_the_standard_library_would_write_it() -> None:
     assert wide == '{"v":123456789012345678901234567890,"t":"ü"}'.encode()
     with pytest.raises(TypeError):
         dumps({"x": object()})
+
+
+def test_a_raw_topic_names_its_event_topic() -> None:
+    """`<prefix>.raw.<ks>.<table>` → `<prefix>.<ks>.<table>`, as the handler names it, even
+    for a prefix with dots of its own."""
+    from materializer.handler import event_topic, event_topic_of_raw
+
+    assert event_topic_of_raw("casscade", "casscade.raw.shop.orders") == "casscade.shop.orders"
+    assert event_topic_of_raw("a.b", "a.b.raw.ks.t") == event_topic("a.b", "ks", "t")

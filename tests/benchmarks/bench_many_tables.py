@@ -1,0 +1,144 @@
+"""The materializer as tables are added: the same logical changes over 1, 20 and 100 tables.
+
+Synthetic RF=3 input (bench_rf3's shape: each change three times, as three nodes' publishers
+send it, shuffled within blocks): TABLES_CHANGES one-row changes of distinct keys, spread
+round-robin over T tables (bench_materializer's 5-column table under the names t0..t{T-1},
+each its own schema), each table's raw topic with TABLES_PARTITIONS partitions (4), the
+schema records in the schema topic. Then, one query after the other on the same broker and
+local[TABLES_CORES]: every entry of TABLES_MODES (kafka-floor = Spark's Kafka source straight
+into its sink, bench_jvm_floor's floor; kafka-floor-one = the same into one output topic, the
+sink's share; partition, tws = the two state modes) over every
+count in TABLES_COUNTS, each from its own checkpoint.
+
+Printed per run: logical changes/s per core over the whole run (first batch included: a
+backlog at start is the case users meet) and over the steady batches, the ratio to the
+one-table run of the same mode and to the floor of the same table count, and per micro-batch
+the tasks that ran (topic-partitions with records; the partition mode's own count) and the
+partition stores opened. One event per change is asserted for the state modes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+from bench_materializer import TABLE, _record, _run_job
+from confluent_kafka import Producer
+
+from publisher.kafka_sink import schema_record
+from shared import rowupdate
+from shared.kafka_topics import TopicCreator, read_to_end
+from shared.schema import TableSchema
+
+CHANGES = int(os.environ.get("TABLES_CHANGES", "120000"))
+PARTITIONS = int(os.environ.get("TABLES_PARTITIONS", "4"))
+CORES = int(os.environ.get("TABLES_CORES", "2"))
+PER_BATCH = int(os.environ.get("TABLES_BATCH", "200000"))  # the job's default
+COUNTS = [int(n) for n in os.environ.get("TABLES_COUNTS", "1,20,100").split(",")]
+MODES = os.environ.get("TABLES_MODES", "kafka-floor,partition,tws").split(",")
+SHUFFLE = 3000
+
+
+def tables(count: int) -> list[TableSchema]:
+    """`count` tables of TABLE's columns named t0..t{count-1} (a schema each)."""
+    return [replace(TABLE, table=f"t{i}", id=uuid.UUID(int=i + 1)) for i in range(count)]
+
+
+def publish(bootstrap: str, prefix: str, schemas: list[TableSchema], seed: int = 3) -> int:
+    """CHANGES changes round-robin over `schemas`, three shuffled copies each, into fresh raw
+    topics (the floor's output topics made too): the copies sent."""
+    creator = TopicCreator(bootstrap, PARTITIONS, 1)
+    creator.ensure(f"{prefix}.schemas")
+    creator.ensure(f"{prefix}.floor.all")
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
+                         "queue.buffering.max.messages": 1_000_000})
+    for t in schemas:
+        creator.ensure(f"{prefix}.raw.{t.keyspace}.{t.table}")
+        creator.ensure(f"{prefix}.floor.{t.keyspace}.{t.table}")
+        producer.produce(f"{prefix}.schemas", key=t.schema_hash.encode(),
+                         value=schema_record(t))
+    assert producer.flush(60) == 0
+    rng = random.Random(seed)
+    block: list[tuple[str, bytes, bytes]] = []
+    sent = 0
+    for key in range(CHANGES):
+        table = schemas[key % len(schemas)]
+        pk, value = _record(table, key, 0)
+        record = rowupdate.decode(value)
+        for node in (1, 2, 3):
+            source = {**record["source"], "host": f"node-{node}",
+                      "position": record["source"]["position"] * node + 31 * node}
+            block.append((f"{prefix}.raw.{table.keyspace}.{table.table}", pk,
+                          rowupdate.encode({**record, "source": source})))
+        if len(block) >= SHUFFLE or key == CHANGES - 1:
+            rng.shuffle(block)
+            for topic, k, v in block:
+                producer.produce(topic, key=k, value=v)
+            sent += len(block)
+            block.clear()
+            producer.poll(0)
+    assert producer.flush(120) == 0
+    return sent
+
+
+def test_bench_many_tables(stack, tmp_path: Path) -> None:
+    """Changes/s per core with 1, 20 and 100 tables, each mode beside Spark's Kafka floor."""
+    results: dict[tuple[str, int], float] = {}
+    for count in COUNTS:
+        schemas = tables(count)
+        for mode in MODES:
+            prefix = f"tables{uuid.uuid4().hex[:6]}"
+            sent = publish(stack.bootstrap_servers, prefix, schemas)
+            assert sent == 3 * CHANGES
+            observed: list = []
+            details: list = []
+            started = time.monotonic()
+            progress = _run_job(stack, mode, CORES, prefix, tmp_path / f"ckpt-{prefix}",
+                                PER_BATCH, details=details, observed=observed)
+            wall = time.monotonic() - started
+            assert sum(n for n, _ in progress) == sent
+            whole = sum(ms for _, ms in progress) / 1000
+            steady = sum(ms for _, ms in progress[1:]) / 1000
+            per_core = CHANGES / whole / CORES
+            results[(mode, count)] = per_core
+            line = (f"\n{mode}, {count} table(s) x {PARTITIONS} partitions, local[{CORES}]: "
+                    f"{CHANGES:,} changes ({sent:,} copies) in {len(progress)} batches, "
+                    f"{whole:.1f}s of batches ({wall:.1f}s with start-up) = "
+                    f"{per_core:,.0f} changes/s per core")
+            if len(progress) > 1:
+                rows = sum(n for n, _ in progress[1:])
+                line += f"; steady {rows / 3 / steady / CORES:,.0f} per core"
+            one, floor = results.get((mode, COUNTS[0])), results.get(("kafka-floor", count))
+            if one and count != COUNTS[0]:
+                line += f"; {per_core / one:.0%} of {COUNTS[0]} table(s)"
+            if floor and "floor" not in mode:
+                line += f"; {per_core / floor:.0%} of the floor"
+            print(line)
+            for i, (rows, ms) in enumerate(progress):
+                parts = observed[i].get("partition_state", {}) if i < len(observed) else {}
+                extra = (f", {parts.get('tasks')} tasks, {parts.get('stores_opened')} stores "
+                         f"opened" if parts else "")
+                print(f"  batch {i}: {rows:,} copies in {ms / 1000:.1f}s, "
+                      f"{_ranges(details[i])} topic-partitions with records{extra}")
+            if "floor" not in mode:
+                events = sum(1 for t in schemas for m in read_to_end(
+                    stack.bootstrap_servers, f"{prefix}.{t.keyspace}.{t.table}")
+                    if m.value() is not None)
+                assert events == CHANGES, (mode, count, events)
+
+
+def _ranges(detail: dict) -> int:
+    """Topic-partitions whose offsets moved in a batch (the source's tasks)."""
+    moved = 0
+    for source in detail.get("sources", []):
+        start, end = ((json.loads(o) if isinstance(o, str) else o) or {}
+                      for o in (source.get("startOffset"), source.get("endOffset")))
+        for topic, parts in end.items():
+            for p, off in parts.items():
+                moved += int(off) > int((start.get(topic) or {}).get(p, 0))
+    return moved
