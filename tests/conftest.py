@@ -12,6 +12,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -134,3 +135,23 @@ def spark_cluster(stack_settings: StackSettings) -> Iterator[StackSettings]:
         else:  # a developer's cluster stays up; workers this session started go
             for name in report.started:
                 cluster.stop_worker(stack_settings, int(name.split("-")[1]))
+
+
+@pytest.fixture(scope="session")
+def packed_env(tmp_path_factory) -> Path:
+    """The packed environment a cluster's executors run (`deploy/spark/submit.sh
+    --build-env`: casscade as a wheel, compiled reader included, its dependencies but
+    PySpark), built once per session from this checkout."""
+    import subprocess
+    import sys
+
+    from devstack.settings import repo_root
+
+    out = tmp_path_factory.mktemp("spark-env") / "casscade-env.tar.gz"
+    build = subprocess.run(["deploy/spark/submit.sh", "--build-env", str(out)], cwd=repo_root(),
+                           env=dict(os.environ, PYTHON=sys.executable,
+                                    CASSCADE_BUILD_DIR=str(out.parent / "build")),
+                           capture_output=True, text=True, timeout=900)
+    assert build.returncode == 0 and out.is_file(), build.stdout + build.stderr[-4000:]
+    return out
+

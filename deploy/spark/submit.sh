@@ -2,14 +2,19 @@
 # Run the casscade materializer on a Spark cluster (or locally through spark-submit).
 #
 #   deploy/spark/submit.sh [--master URL] [--env ENV.tar.gz] [--jars J1,J2 | --local-jars | --packages] -- --config FILE [run options]
+#   deploy/spark/submit.sh --build-env ENV.tar.gz
 #
-# What it does: zips the casscade packages (materializer, shared, publisher) into
-# build/casscade.zip for --py-files, adds the Kafka connector, ships a packed Python
-# environment if given (--env: a venv-pack or conda-pack archive holding casscade's
-# dependencies: pandas, pyarrow, confluent-kafka, cassandra-driver, fastavro, pyyaml, click),
-# and runs `casscade materializer run` with the options after `--`. spark.master=submit is
-# forced, so the cluster settings here win over the config file; spark.kafka_jars=provided
-# likewise.
+# --build-env: builds the packed Python environment a cluster's executors run: a venv with
+# casscade installed as a wheel (the compiled RowUpdate reader included; the build fails
+# without it) and its dependencies but PySpark (the executors take the cluster's own),
+# packed with venv-pack. The hosts need this interpreter (same version, same path) under it.
+#
+# What a run does: adds the Kafka connector, ships the packed environment if given (--env:
+# an archive --build-env made; casscade comes from it) or else zips the casscade packages
+# (materializer, shared, publisher; pure Python: the executors read with the slower pure
+# reader) into build/casscade.zip for --py-files, and runs `casscade materializer run` with
+# the options after `--`. spark.master=submit is forced, so the cluster settings here win
+# over the config file; spark.kafka_jars=provided likewise.
 #
 # The Kafka connector: --jars as given; --local-jars: the jars `stack fetch` resolved into
 # .casscade/lib/spark-kafka (resolved now from ~/.m2 if missing); --packages: Ivy resolves
@@ -30,16 +35,17 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-master="" env_archive="" jars="" connector=auto
+master="" env_archive="" build_env="" jars="" connector=auto
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --master) master="$2"; shift 2 ;;
     --env) env_archive="$2"; shift 2 ;;
+    --build-env) build_env="$2"; shift 2 ;;
     --jars) jars="$2"; connector=jars; shift 2 ;;
     --local-jars) connector=local; shift ;;
     --packages) connector=packages; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "submit.sh: unknown option $1 (job options go after --)" >&2; exit 2 ;;
   esac
 done
@@ -56,6 +62,32 @@ if [[ -z "$submit" ]]; then
   submit="$("$python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit"))')"
 fi
 version=${SPARK_VERSION:-$("$python" -c 'import pyspark; print(pyspark.__version__)')}
+build=${CASSCADE_BUILD_DIR:-$root/build}
+
+if [[ -n "$build_env" ]]; then
+  work="$build/env"
+  rm -rf "$work" && mkdir -p "$work"
+  echo "submit.sh: building casscade's wheel (compiled reader) into $work/wheels" >&2
+  "$python" -m pip wheel -q --no-deps -w "$work/wheels" "$root"
+  "$python" -m venv "$work/venv"
+  # casscade's dependencies but PySpark and py4j: the executors' Python workers import the
+  # cluster's own (Spark puts them on their PYTHONPATH), which must be the same version
+  deps=$(cd "$root" && "$python" -c '
+import tomllib
+deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+print(" ".join(d for d in deps if not d.lower().startswith(("pyspark", "py4j"))))')
+  # shellcheck disable=SC2086  # one word a requirement
+  "$work/venv/bin/python" -m pip install -q $deps
+  "$work/venv/bin/python" -m pip install -q --no-deps "$work"/wheels/casscade-*.whl
+  (cd "$work" && venv/bin/python -c '
+from shared.rowupdate_reader import COMPILED
+assert COMPILED, "the compiled RowUpdate reader is not in the wheel (no C compiler or Cython?)"')
+  "$python" -m venv_pack -q --format tar.gz -p "$work/venv" -o "$build_env.$$" -f
+  mv -f "$build_env.$$" "$build_env"
+  rm -rf "$work"
+  echo "submit.sh: packed environment $build_env ($(du -h "$build_env" | cut -f1))" >&2
+  exit 0
+fi
 
 local_jars() {  # $1: auto (only jars already fetched) or local (fetch from ~/.m2 if needed)
   # the dev stack's package (deploy/local/devstack) resolves the jars, from the checkout
@@ -81,22 +113,25 @@ case "$connector" in
         fi ;;
 esac
 
-build=${CASSCADE_BUILD_DIR:-$root/build}
-mkdir -p "$build"
-zipfile="$build/casscade.zip"
-# written aside and renamed: a job submitted a moment ago may still be shipping the old one
-(cd "$root" && "$python" - "$zipfile.$$" <<'PY'
+args=(--name casscade-materializer
+      --conf spark.sql.streaming.stateStore.providerClass=org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider)
+if [[ -z "$env_archive" ]]; then
+  # no packed environment: the packages as a zip (pure Python), which would shadow an
+  # archive's installed casscade, compiled reader and all, if both were shipped
+  mkdir -p "$build"
+  zipfile="$build/casscade.zip"
+  # written aside and renamed: a job submitted a moment ago may still be shipping the old one
+  (cd "$root" && "$python" - "$zipfile.$$" <<'PY'
 import sys, zipfile, pathlib
 with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
     for pkg in ("materializer", "shared", "publisher"):
         for f in sorted(pathlib.Path(pkg).rglob("*.py")):
             z.write(f)
 PY
-)
-mv -f "$zipfile.$$" "$zipfile"
-
-args=(--name casscade-materializer --py-files "$zipfile"
-      --conf spark.sql.streaming.stateStore.providerClass=org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider)
+  )
+  mv -f "$zipfile.$$" "$zipfile"
+  args+=(--py-files "$zipfile")
+fi
 [[ -n "$master" ]] && args+=(--master "$master")
 if [[ "$connector" == packages ]]; then
   args+=(--packages "org.apache.spark:spark-sql-kafka-0-10_2.13:${version}")
@@ -123,7 +158,29 @@ if $on_loopback; then
 fi
 
 if [[ -n "$env_archive" ]]; then
-  # executors unpack the archive; the driver (client mode) runs here, with this python
+  # executors unpack the archive; the driver (client mode) runs here, with this python.
+  # Spark runs the Python workers of both with one path, ./environment/bin/python (the
+  # driver starts one to plan transformWithState), so the driver runs in a folder of its
+  # own whose environment/ is this python's venv; relative paths given to the job are made
+  # absolute first
+  env_archive=$(cd "$(dirname "$env_archive")" && pwd)/$(basename "$env_archive")
+  driver_dir="$build/driver"
+  mkdir -p "$driver_dir"
+  ln -sfn "$(dirname "$(dirname "$python")")" "$driver_dir/environment"
+  job_args=()
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --config) job_args+=("$1" "$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"); shift 2 ;;
+      --set) case "$2" in
+               spark.checkpoint=/*|spark.checkpoint=*://*) job_args+=("$1" "$2") ;;
+               spark.checkpoint=*) job_args+=("$1" "spark.checkpoint=$PWD/${2#spark.checkpoint=}") ;;
+               *) job_args+=("$1" "$2") ;;
+             esac; shift 2 ;;
+      *) job_args+=("$1"); shift ;;
+    esac
+  done
+  set -- "${job_args[@]}"
+  cd "$driver_dir"
   args+=(--archives "${env_archive}#environment" --conf spark.pyspark.python=./environment/bin/python
          --conf "spark.pyspark.driver.python=$python")
 elif $on_this_host; then

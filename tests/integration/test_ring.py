@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from cassandra import ConsistencyLevel
@@ -89,7 +90,7 @@ def _tables(env, ks: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def staged(env, spark_cluster):
+def staged(env, spark_cluster, packed_env):
     """Three scenarios written one after another, then one run of the job over all of them
     (a job's start costs 30-60 s here): the RF=3 differential, static columns written with
     rows, and a read repair. The job runs on the Spark standalone cluster and loses a worker
@@ -101,12 +102,13 @@ def staged(env, spark_cluster):
         out[name] = stage(env)
         print(f"[staged] {name} written in {time.monotonic() - started:.0f}s")
     started = time.monotonic()
-    out["cluster"] = _run_on_cluster(env, spark_cluster, "staged", out["differential"]["ks"])
+    out["cluster"] = _run_on_cluster(env, spark_cluster, "staged", out["differential"]["ks"],
+                                     packed_env)
     print(f"[staged] the job on the cluster: {time.monotonic() - started:.0f}s")
     return out
 
 
-def _run_on_cluster(env, spark_cluster, name: str, ks: str) -> dict:
+def _run_on_cluster(env, spark_cluster, name: str, ks: str, packed: Path) -> dict:
     """`deploy/spark/submit.sh` to the standalone cluster (a master, two one-core workers)
     over the prefix's raw topics, --available-now: one micro-batch (the default limit of
     records per batch holds them all, so no mutation straddles two batches); worker 2 killed
@@ -122,7 +124,7 @@ def _run_on_cluster(env, spark_cluster, name: str, ks: str) -> dict:
     ring, work = env["ring"], env["work"]
     checkpoint = work / f"ckpt-{name}"
     cmd = ["deploy/spark/submit.sh", "--master", cluster.master_url(spark_cluster),
-           "--local-jars", "--",
+           "--local-jars", "--env", str(packed), "--",
            "--set", f"kafka.bootstrap_servers={ring.bootstrap_servers}",
            "--set", f"kafka.topic_prefix={env['prefix']}",
            "--set", f"spark.checkpoint={checkpoint}", "--set", "log.format=text",
@@ -130,6 +132,8 @@ def _run_on_cluster(env, spark_cluster, name: str, ks: str) -> dict:
     log = work / f"{name}.log"
     apps = cluster.worker_dir(spark_cluster, 2) / "work"
     earlier = set(apps.glob("app-*"))  # the session's cluster may have run other jobs
+    every_app = "worker-*/work/app-*"  # both workers' application folders
+    before = set(apps.parent.parent.glob(every_app))
     proc = subprocess.Popen(cmd, cwd=repo_root(), env=dict(os.environ, PYTHON=sys.executable),
                             stdout=log.open("ab"), stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -153,7 +157,10 @@ def _run_on_cluster(env, spark_cluster, name: str, ks: str) -> dict:
         kill_group(proc)
         cluster.start_worker(spark_cluster, 2)
     text = log.read_text()
-    return {"code": code, "mid_batch": mid_batch, "killed": killed,
+    # the executors ran the archive's python, unpacked beside their logs
+    unpacked = [e for app in set(apps.parent.parent.glob(every_app)) - before
+                for e in app.glob("*/environment/bin/python")]
+    return {"code": code, "mid_batch": mid_batch, "killed": killed, "unpacked": unpacked,
             "lost_executor": "Lost executor" in text,
             "batches": len(list((checkpoint / "commits").glob("[0-9]*"))), "log": text[-4000:]}
 
@@ -416,6 +423,7 @@ def test_standalone_cluster_job_survives_a_killed_worker(env, staged) -> None:
     the executor), finishes, and the RF=3 differential's events pass the three checks."""
     run, ks = staged["cluster"], staged["differential"]["ks"]
     assert run["mid_batch"] and run["killed"], run["log"]
+    assert run["unpacked"], run["log"]  # the executors ran from the packed environment
     assert run["lost_executor"], run["log"]  # the driver saw the worker's executor go
     assert run["code"] == 0 and run["batches"] >= 1, run["log"]
     check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"],

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -24,9 +25,12 @@ JOB = r"""
 import json, os, sys, time
 from pyspark.sql import SparkSession
 
-spark = (SparkSession.builder.master(sys.argv[1]).appName("casscade-cluster-check")
-         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.ui.enabled", "false").getOrCreate())
+builder = (SparkSession.builder.master(sys.argv[1]).appName("casscade-cluster-check")
+           .config("spark.driver.host", "127.0.0.1")
+           .config("spark.driver.bindAddress", "127.0.0.1").config("spark.ui.enabled", "false"))
+if len(sys.argv) > 2:  # a packed environment: the executors unpack it and run its python
+    builder = builder.config("spark.archives", sys.argv[2] + "#environment")
+spark = builder.getOrCreate()
 sc = spark.sparkContext
 deadline = time.monotonic() + 120
 while sc._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:
@@ -37,20 +41,25 @@ def part(rows):
         return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
     time.sleep(0.3)  # long enough that both executors get tasks
     executor = ppid(os.getppid())
-    return [(executor, ppid(executor), sys.executable, sum(rows))]
+    from shared.rowupdate_reader import COMPILED
+    return [(executor, ppid(executor), sys.executable, sum(rows), COMPILED)]
 
 out = sc.parallelize(range(1, 100_001), 8).mapPartitions(part).collect()
 print("RESULT " + json.dumps({"sum": sum(r[3] for r in out),
                               "executors": sorted({r[0] for r in out}),
                               "workers": sorted({r[1] for r in out}),
-                              "pythons": sorted({r[2] for r in out})}))
+                              "pythons": sorted({r[2] for r in out}),
+                              "compiled": sorted({r[4] for r in out})}))
 spark.stop()
 """
 
 
-def _run_job(s: StackSettings) -> dict:
-    env = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    out = subprocess.run([sys.executable, "-c", JOB, cluster.master_url(s)], cwd=repo_root(),
+def _run_job(s: StackSettings, packed: Path | None = None) -> dict:
+    """JOB on the cluster; `packed`: its executors run that packed environment's python."""
+    env = {"SPARK_LOCAL_IP": "127.0.0.1",
+           "PYSPARK_PYTHON": "./environment/bin/python" if packed else sys.executable}
+    out = subprocess.run([sys.executable, "-c", JOB, cluster.master_url(s),
+                          *([str(packed)] if packed else [])], cwd=repo_root(),
                          env={**os.environ, **env}, capture_output=True,
                          text=True, timeout=300, start_new_session=True)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
@@ -74,6 +83,19 @@ def test_job_runs_tasks_on_both_workers(spark_cluster: StackSettings) -> None:
     # each executor JVM is a child of one of our two workers: one executor per worker
     assert set(result["workers"]) == _worker_pids(spark_cluster)
     assert result["pythons"] == [sys.executable]  # the venv's python ran the tasks
+
+
+def test_packed_environment_runs_the_executors(spark_cluster: StackSettings,
+                                               packed_env: Path) -> None:
+    """With `submit.sh --build-env`'s archive the executors' Python workers run the
+    archive's interpreter, unpacked in each executor's directory, not this checkout's venv,
+    and read RowUpdates with the compiled reader it carries."""
+    result = _run_job(spark_cluster, packed_env)
+    assert result["sum"] == 100_000 * 100_001 // 2 and len(result["executors"]) == 2, result
+    work = cluster.worker_dir(spark_cluster, 1).parent
+    assert all(p.startswith(str(work)) and p.endswith("/environment/bin/python")
+               for p in result["pythons"]), (result["pythons"], work)
+    assert result["compiled"] == [True], result
 
 
 def test_killed_worker_is_down_and_start_brings_it_back(spark_cluster: StackSettings) -> None:

@@ -206,9 +206,18 @@ def test_submit_to_a_loopback_master_uses_this_venv(tmp_path: Path) -> None:
 
 def test_submit_to_a_remote_master(tmp_path: Path) -> None:
     argv, local_ip, err = _submit(tmp_path, "--master", "spark://spark-master:7077",
-                                  "--env", "env.tgz", "--packages", "--")
+                                  "--env", "env.tgz", "--packages", "--", "--config", "c.yaml",
+                                  "--set", "spark.checkpoint=ckpt")
     assert local_ip == ""
-    assert argv[argv.index("--archives") + 1] == "env.tgz#environment"
+    # the archive carries casscade: no .py zip to shadow its compiled reader
+    assert argv[argv.index("--archives") + 1] == f"{Path.cwd()}/env.tgz#environment"
+    assert "--py-files" not in argv
+    # the driver runs where ./environment/bin/python is its own venv's (Spark starts
+    # transformWithState's planning worker there), so relative paths were made absolute
+    link = tmp_path / "build" / "driver" / "environment"
+    assert (link / "bin" / "python").resolve() == Path(sys.executable).resolve()
+    assert argv[argv.index("--config") + 1] == f"{Path.cwd()}/c.yaml"
+    assert f"spark.checkpoint={Path.cwd()}/ckpt" in argv
     conf = _conf(argv)
     assert "spark.driver.host" not in conf
     assert conf["spark.pyspark.python"] == "./environment/bin/python"
