@@ -80,7 +80,10 @@ class TopicCreator:
         deadline = time.monotonic() + self.timeout_s
         pending = set(topics)
         while True:
-            meta = self.admin.list_topics(timeout=self.timeout_s).topics
+            # one topic (a worker meeting a new table): its metadata, not the whole cluster's
+            meta = (self.admin.list_topics(next(iter(pending)), timeout=self.timeout_s)
+                    if len(pending) == 1 else self.admin.list_topics(timeout=self.timeout_s)
+                    ).topics
             probe: dict[TopicPartition, OffsetSpec] = {}
             for topic in pending:
                 tm = meta.get(topic)
@@ -98,8 +101,7 @@ class TopicCreator:
                     if exc.args[0].code() not in _NOT_SERVING_YET:
                         raise
                     not_serving.add(tp.topic)
-            pending = not_serving | {t for t in pending
-                                     if not any(tp.topic == t for tp in probe)}
+            pending = not_serving | (pending - {tp.topic for tp in probe})
             if not pending:
                 return
             if time.monotonic() >= deadline:
