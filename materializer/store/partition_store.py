@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +39,38 @@ def _options() -> Options:
     # keeps 1,000 old ones by default
     options.set_keep_log_file_num(2)
     return options
+
+
+# how long an open waits for a store's lock: after a SIGKILL of the driver, the Python
+# workers of its last tasks (their own process group) live on until their daemon sees the
+# JVM gone and hangs them up, under a second mostly
+LOCK_WAIT_S = 30.0
+
+
+class StoreLocked(Exception):
+    """Another process holds a partition store's lock for longer than LOCK_WAIT_S."""
+
+
+def open_store(path: Path, wait_s: float = LOCK_WAIT_S) -> Rdict:
+    """Open the RocksDB at `path`, waiting up to `wait_s` for a process that holds it."""
+    deadline = time.monotonic() + wait_s
+    warned = False
+    while True:
+        try:
+            return Rdict(str(path), _options())
+        except Exception as exc:  # rocksdict raises a bare Exception with RocksDB's status
+            if "lock" not in str(exc).lower():
+                raise
+            if time.monotonic() >= deadline:
+                raise StoreLocked(
+                    f"{path}: another process holds this partition store for over {wait_s:g}"
+                    " s (a second job on the same checkpoint, or a worker of a stopped one "
+                    f"that is still running): {exc}") from exc
+            if not warned:
+                log.warning(f"{path}: the store is held by another process (a worker of a "
+                            f"killed attempt, mostly); waiting up to {wait_s:g} s")
+                warned = True
+            time.sleep(0.05)
 
 
 class StateAhead(Exception):
@@ -61,13 +94,13 @@ def _unpack(raw: bytes) -> tuple[int, bytes | None, bytes | None]:
 
 class PartitionStore:
     """One Kafka partition's state, opened by the task that runs one micro-batch of it
-    (RocksDB's lock refuses a second opener: two tasks of one partition fail loudly)."""
+    (RocksDB's lock keeps out a second opener: it waits, then fails loudly)."""
 
     def __init__(self, path: Path, batch: int, copy_window_ms: int, now_ms: int) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.batch = batch
-        self._db = Rdict(str(path), _options())
+        self._db = open_store(path)
         # No write-ahead log (a third of a put's cost): close() flushes the batch's writes
         # to a table file before the task can succeed, which is all Spark's commit relies
         # on; an attempt killed before that leaves fewer of its writes, and a replay takes
@@ -196,8 +229,8 @@ def partition_path(root: Path, topic: str, partition: int) -> Path:
 
 def writes_of(path: Path, batch: int) -> int:
     """How many entries and copy digests of a stopped store micro-batch `batch` wrote (for
-    tests and operators; the store's lock refuses while the job holds it)."""
-    db = Rdict(str(path), _options())
+    tests and operators; waits for the store's lock while a job holds it)."""
+    db = open_store(path)
     try:
         it = db.iter()
         it.seek(_COPY)  # the copy digests, then the entries ("c" < "e")

@@ -5,13 +5,20 @@ a temporary directory; no Spark)."""
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from materializer.store.partition_store import PartitionStore, StateAhead
+from materializer.store.partition_store import (
+    PartitionStore,
+    StateAhead,
+    StoreLocked,
+    open_store,
+)
 
 KEYS = [b"k%d" % i for i in range(6)]
 WINDOW_MS = 10_000
@@ -134,3 +141,32 @@ def test_a_store_ahead_of_its_checkpoint_is_refused(tmp_path) -> None:
     with pytest.raises(StateAhead, match=str(tmp_path)):
         PartitionStore(tmp_path, 4, 0, 0)
     PartitionStore(tmp_path, 5, 0, 0).close()  # the lock was released by the refusal
+
+
+def _held(path: Path, seconds: float) -> subprocess.Popen:
+    """Another process (a worker of a killed attempt) holding the store for `seconds`."""
+    code = ("import sys, time; from materializer.store.partition_store import open_store; "
+            "db = open_store(__import__('pathlib').Path(sys.argv[1])); print('held', "
+            "flush=True); time.sleep(float(sys.argv[2])); db.close()")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path), str(seconds)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_store_held_by_another_process_is_waited_for_then_refused(tmp_path, caplog) -> None:
+    PartitionStore(tmp_path, 1, 0, 0).close()
+    proc = _held(tmp_path, 0.5)
+    try:
+        store = PartitionStore(tmp_path, 2, 0, 0)  # waits for the holder to let go
+        store.close()
+        assert "held by another process" in caplog.text
+    finally:
+        proc.wait(30)
+    proc = _held(tmp_path, 30)
+    try:
+        with pytest.raises(StoreLocked, match=f"{tmp_path}.*holds this partition store"):
+            open_store(tmp_path, wait_s=0.3)
+    finally:
+        proc.kill()
+        proc.wait(30)
