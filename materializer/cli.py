@@ -120,6 +120,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
             "batches": int(progress.batches.get()),
             "raw_records": int(progress.input_rows.get()),
             "copies_dropped": int(progress.copies_dropped.get()),
+            "stores_restored": int(progress.stores_restored.get()),
             "records_written": int(progress.output_rows.get())})
         if http is not None:
             http.shutdown()

@@ -69,16 +69,19 @@ class SparkSettings:
     state_page_rows: int = 256
     driver_memory: str = "1g"
     # where the keys' state lives. spark: transformWithState over key buckets in Spark's
-    # RocksDB state store (two shuffles; any master; `materializer rescale`). partition: no
-    # shuffles, a RocksDB per raw topic partition under the checkpoint (1.5-2.7x the changes
-    # per core, measured; a task per Kafka partition, so raw topics want a multiple of the
-    # cores as partitions), local masters only, no rescale, and a TTL expiry in a Kafka
-    # partition with no new records waits for its next record (RUNBOOK "State without
-    # shuffles"). Fixed for the life of a checkpoint.
+    # RocksDB state store (two shuffles; `materializer rescale`). partition: no shuffles, a
+    # RocksDB per raw topic partition (beside the checkpoint on a local master, in each
+    # executor's work directory on a cluster) with a compacted Kafka changelog topic per raw
+    # topic that rebuilds a store wherever its partition's task runs next; raw topics want a
+    # multiple of the cores as partitions; no rescale; a TTL expiry in a Kafka partition
+    # with no writes waits for the publishers' next heartbeat (deploy/RUNBOOK.md "State
+    # without shuffles"). Fixed for the life of a checkpoint.
     state_mode: str = "spark"
     # partition mode: the raw topic partitions of a micro-batch are coalesced, without a
-    # shuffle, into at most this many tasks (0: as many as Spark has cores); each task
-    # costs a start of its own, which 80 topic partitions (20 tables) paid 80 times a batch
+    # shuffle, into at most this many tasks; each task costs a start of its own, which 80
+    # topic partitions (20 tables) paid 80 times a batch. 0: on a local master as many as
+    # Spark has cores; on a cluster none (a coalesced task keeps only its host, so on hosts
+    # with several executors the stores moved between them every batch, measured)
     partition_tasks: int = 0
     # a query that fails on something transient (broker restart, lost executor, timeout)
     # is started again from its checkpoint after a backoff (5 s, doubling, at most 60 s);

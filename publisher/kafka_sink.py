@@ -104,18 +104,21 @@ class KafkaSink:
 
     # ---- records ----------------------------------------------------------------------------
     def produce(self, topic: str, key: bytes, value: bytes,
-                on_delivery: Callable[[Any, Any], None], counted: bool = False) -> None:
+                on_delivery: Callable[[Any, Any], None], counted: bool = False,
+                partition: int = -1) -> None:
         """Hand one record to the producer; waits while the local queue is full.
-        `counted`: the caller counts produced records itself."""
+        `counted`: the caller counts produced records itself; `partition`: -1 for the
+        partitioner's choice by key."""
         try:
-            self.producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+            self.producer.produce(topic, value=value, key=key, partition=partition,
+                                  on_delivery=on_delivery)
         except BufferError:
             # The local queue is full (Kafka slow or away): serve callbacks until it drains.
             self.waiting.set(1)
             while True:
                 self.producer.poll(0.1)
                 try:
-                    self.producer.produce(topic, value=value, key=key,
+                    self.producer.produce(topic, value=value, key=key, partition=partition,
                                           on_delivery=on_delivery)
                     break
                 except BufferError:
@@ -123,6 +126,18 @@ class KafkaSink:
             self.waiting.set(0)
         if not counted:
             self.produced.inc()
+
+    def raw_partitions(self) -> dict[str, int]:
+        """Every raw topic under the prefix and its partition count."""
+        start = f"{self.prefix}.raw."  # raw_topic's names
+        meta = self.topics.admin.list_topics(timeout=self.topics.timeout_s)
+        return {name: len(t.partitions) for name, t in meta.topics.items()
+                if name.startswith(start) and t.error is None}
+
+    def raw_topics_made(self) -> set[str]:
+        """The raw topics this sink has made sure of (created, or found)."""
+        start = f"{self.prefix}.raw."
+        return {t for t in self.topics.known if t.startswith(start)}
 
     def poll(self, timeout: float = 0.0) -> int:
         """Serve delivery callbacks."""

@@ -23,6 +23,10 @@ class KafkaSettings:
     partitions: int = 6  # of each raw topic the agent creates
     replication_factor: int = 1
     producer: dict[str, str] = field(default_factory=dict)  # extra librdkafka settings
+    # a heartbeat record (host, read position, clock) to every partition of every raw topic
+    # under the prefix at this interval: tells a quiet node from a dead one, and moves the
+    # materializer's partitions that get no writes (TTL expiry). 0: none
+    heartbeat_interval_s: float = 5.0
     # how every Kafka client of this stage authenticates and encrypts (SASL, TLS)
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
 

@@ -40,9 +40,13 @@ class TopicCreator:
         it takes writes; raises KafkaException or a timeout error if Kafka does not answer."""
         self.ensure_many([topic], compacted)
 
-    def ensure_many(self, topics: Iterable[str], compacted: bool = False) -> None:
+    def ensure_many(self, topics: Iterable[str], compacted: bool = False,
+                    partitions: Mapping[str, int] | None = None,
+                    config: Mapping[str, str] | None = None) -> None:
         """ensure() for many topics at once: one CreateTopics request for the missing ones,
-        then one wait until every partition of each takes writes."""
+        then one wait until every partition of each takes writes; `partitions`: a topic's
+        own partition count (else the creator's, or 1 for a compacted topic); `config`:
+        more topic settings."""
         wanted = [t for t in dict.fromkeys(topics) if t not in self.known]
         if not wanted:
             return
@@ -51,8 +55,9 @@ class TopicCreator:
         except KafkaException:
             self.admin.poll(0)  # serve the error callback: a refusal says why, clearly
             raise
-        config = {"cleanup.policy": "compact"} if compacted else {}
-        new = [NewTopic(t, num_partitions=1 if compacted else self.partitions,
+        config = ({"cleanup.policy": "compact"} if compacted else {}) | dict(config or {})
+        default = 1 if compacted else self.partitions
+        new = [NewTopic(t, num_partitions=(partitions or {}).get(t, default),
                         replication_factor=self.replication, config=config)
                for t in wanted if t not in existing]
         if new:

@@ -28,6 +28,7 @@ from publisher.agent.offset_store import OffsetStore, SegmentState
 from publisher.commitlog.schema_source import CassandraSchemaSource
 from publisher.kafka_sink import KafkaSink
 from publisher.settings import PublisherConfig
+from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import read_to_end
 from shared.metrics import Registry
 from shared.schema import TableSchema
@@ -235,7 +236,7 @@ def handler_streams(bootstrap: str, prefix: str, topic: str, batches: list[dict[
     from materializer.spark.schema_cache import SchemaCache
 
     handler = KeyHandler(SchemaCache(bootstrap, f"{prefix}.schemas"), EventSettings(prefix))
-    messages = list(read_to_end(bootstrap, topic))
+    messages = [m for m in read_to_end(bootstrap, topic) if not is_heartbeat(m.value())]
     states: dict[bytes, tuple[bytes | None, str | None]] = {}
     out: list[dict[str, list]] = []
     start: dict[int, int] = {}

@@ -26,6 +26,7 @@ from test_decode_random_workload import INT, P1, P2, TEXT, draw_statements, stat
 
 from devstack import cassandra
 from devstack.settings import StackSettings
+from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import read_to_end
 from shared.rowupdate_reader import read_row_update
 from shared.schema import TableSchema
@@ -355,4 +356,5 @@ def raw_records(env: dict, ks: str, table: str) -> list[dict]:
     """Every raw record of a table's topic in a ring test's `env`, decoded."""
     topic = f"{env['prefix']}.raw.{ks}.{table}"
     return [read_row_update(m.value()) for m in read_to_end(env["ring"].bootstrap_servers,
-                                                            topic)]
+                                                            topic)
+            if not is_heartbeat(m.value())]

@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from materializer.handler import EventSettings, event_topic_of_raw
+from materializer.kafka.changelog import ChangelogJob
 from materializer.output.avro_registry import OPEN
 from materializer.output.values import ValueModes
 from materializer.settings import MaterializerConfig
 from materializer.spark import class_archive, copy_dedupe, partition_job
 from materializer.spark.processor import OUTPUT_SCHEMA, MaterializeProcessor, bucket_column
+from shared.heartbeat import HEARTBEAT_BYTE
 from shared.kafka_topics import TopicCreator
 from shared.pids import pid_alive
 
@@ -216,19 +218,31 @@ def _partition_events(spark: SparkSession, cfg: MaterializerConfig,
             "none (RUNBOOK \"State without shuffles\")")
     k = cfg.kafka
     checkpoint = Path(cfg.spark.checkpoint)
-    partition_job.check_start(
-        spark.sparkContext.master, checkpoint, (checkpoint / "commits" / "0").exists(),
-        partition_job.raw_partition_counts(k.client(), raw_topic_pattern(k.topic_prefix)))
+    raw_partitions = partition_job.raw_partition_counts(k.client(),
+                                                        raw_topic_pattern(k.topic_prefix))
+    partition_job.check_start(checkpoint, (checkpoint / "commits" / "0").exists(),
+                              raw_partitions)
+    changelog = ChangelogJob(k.client(), k.topic_prefix, partition_job.job_id(checkpoint),
+                             cfg.events.replication_factor)
+    changelog.changelogs().ensure(raw_partitions)  # at once, as the event topics
+    # a local master's stores stay beside the checkpoint (on the driver's disk, which its
+    # executors share); a cluster's executors keep them in their own work directories
+    root = (partition_job.state_root(checkpoint)
+            if spark.sparkContext.master.startswith("local") else None)
     return partition_job.events(
-        read_raw(spark, cfg, dedupe=False), partition_job.state_root(checkpoint), k.client(),
+        read_raw(spark, cfg, dedupe=False), root, k.client(),
         f"{k.topic_prefix}.schemas", event_settings(cfg), cfg.spark.state_page_rows,
         cfg.spark.dedupe_window_s,
-        cfg.spark.partition_tasks or spark.sparkContext.defaultParallelism)
+        cfg.spark.partition_tasks or (spark.sparkContext.defaultParallelism if root else 0),
+        changelog)
 
 
 def read_raw(spark: SparkSession, cfg: MaterializerConfig, dedupe: bool = True) -> DataFrame:
-    """The raw topics as a stream (topic, key, value, partition, offset), copies dropped
-    within the dedupe window (`dedupe`: in the JVM, before Python)."""
+    """The raw topics as a stream (topic, key, value, partition, offset); `dedupe` (the
+    default mode): heartbeats and the copies within the dedupe window dropped in the JVM,
+    before Python."""
+    from pyspark.sql import functions as F
+
     k = cfg.kafka
     reader = (spark.readStream.format("kafka")
               .option("kafka.bootstrap.servers", k.bootstrap_servers)
@@ -244,6 +258,10 @@ def read_raw(spark: SparkSession, cfg: MaterializerConfig, dedupe: bool = True) 
     window = (copy_dedupe.window_for(spark, cfg.spark.checkpoint, cfg.spark.dedupe_window_s)
               if dedupe else 0)
     raw = reader.load()
+    if dedupe:
+        # the publishers' heartbeats (shared.heartbeat) carry no change; the partition mode
+        # (dedupe off) takes them: they make an idle partition's task run
+        raw = raw.where(F.substring("value", 1, 1) != F.lit(bytes([HEARTBEAT_BYTE])))
     if window > 0:
         raw = copy_dedupe.drop_copies(raw, window)
     return raw.select("topic", "key", "value", "partition", "offset")

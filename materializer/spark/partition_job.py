@@ -4,15 +4,23 @@ KeyHandler, state in a RocksDB per raw topic partition → event topics.
 Why it can do without Spark's state: the raw topics are keyed by partition key, so every
 copy of a key, from every replica's publisher, is in one Kafka partition, which one task of
 the Kafka source reads in each micro-batch. That task can hold the key's state itself
-(`materializer.store.partition_store`, under the checkpoint directory) and drop the copies
-it has seen, so no record is shuffled twice and no state call crosses to the JVM. Measured
-against transformWithState on the same input: README "Measured", bench_jvm_floor.
+(`materializer.store.partition_store`) and drop the copies it has seen, so no record is
+shuffled twice and no state call crosses to the JVM.
 
-What it does not do yet: run on a cluster (a task of partition p may run on any executor,
-and its store would have to follow it), re-shard its state when a raw topic gains partitions
-(`materializer rescale`), or see TTL expiry in a Kafka partition that receives no records
-(an expiry is found when the partition's next record arrives). The job refuses the first
-two; RUNBOOK "State without shuffles" says what to do.
+Where the stores live: on a local master beside the checkpoint; on a cluster in each
+executor's work directory. Every store write but the copy digests also goes to a compacted
+changelog topic per raw topic (`materializer.kafka.changelog`), so the task of partition p
+that runs on an executor without p's store, or with an old one, rebuilds or catches it up
+before it reads a record. Spark's Kafka source asks for the same executor for a topic
+partition every batch, so in steady state nothing is read back
+(`partition_stores_restored_total` on /metrics).
+
+TTL expiry: a task fires the due expiries of every store it opens, and the publishers'
+heartbeats (`shared.heartbeat`, skipped here before any merge) give every partition a
+record every few seconds, so an idle partition's expiries wait about that long.
+
+What it does not do yet: re-shard its state when a raw topic gains partitions (the job
+refuses; deploy/RUNBOOK.md "State without shuffles").
 """
 
 from __future__ import annotations
@@ -24,9 +32,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from materializer.handler import EventSettings, KeyHandler, RawRecord, Result
+from materializer.kafka.changelog import ChangelogJob, Changelogs
 from materializer.rules.pages import DEFAULT_PAGE_ROWS
 from materializer.spark.progress import PARTITION_METRICS
 from materializer.store.partition_store import PartitionStore, partition_path
+from shared.heartbeat import HEARTBEAT_BYTE
 from shared.rowupdate import COPY_KEY_SIZE  # rowupdate.copy_key_of, inlined: per copy
 
 if TYPE_CHECKING:
@@ -36,16 +46,31 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the local property Spark sets for
 METRICS = PARTITION_METRICS  # the name of the query's observed metrics
 # mapInArrow's output: events, plus one row per task (topic null) with its copy counts
 TASK_SCHEMA = ("topic STRING, key BINARY, value BINARY, copies_in LONG, copies_dropped LONG,"
-               " store_keys LONG, stores LONG, python_cpu_ms LONG")
+               " store_keys LONG, stores LONG, stores_restored LONG, writes_restored LONG,"
+               " python_cpu_ms LONG")
+_COUNTS = (None,) * 7  # an event row's count columns
 STATE_DIR = "partition-state"  # under the checkpoint
 _ENTRY = struct.Struct(">qH")  # next expiry (ms, -1: none), length of the schema hash
 _CHUNK = 5_000  # output rows per Arrow batch
 _S, _P = b"s", b"p"  # store keys: a partition key's entry; its pages ("p" + page id + key)
 
 
+EXECUTOR_DIR = "casscade-partition-state"  # on a cluster: in each executor's work directory
+
+
 def state_root(checkpoint: Path) -> Path:
-    """Where the partition stores of a checkpoint live."""
+    """Where a checkpoint's partition-mode records live (its stores too, on a local
+    master)."""
     return Path(checkpoint) / STATE_DIR
+
+
+def executor_root(job: str) -> Path:
+    """Where an executor of a cluster keeps the stores of job `job`: its own work directory
+    (Spark's root for files it fetches), which dies with the executor; the changelog
+    rebuilds what a new one needs."""
+    from pyspark import SparkFiles
+
+    return Path(SparkFiles.getRootDirectory()).resolve() / EXECUTOR_DIR / job
 
 
 def _entry(raw: bytes | None) -> tuple[bytes | None, str | None, int | None]:
@@ -67,19 +92,27 @@ def _page_key(page: int, pk: bytes) -> bytes:
 
 
 class TaskStores:
-    """The partition stores one task opens, at most one per (raw topic, Kafka partition)."""
+    """The partition stores one task opens, at most one per (raw topic, Kafka partition),
+    each caught up with its changelog in `changelogs` (None: local stores only)."""
 
-    def __init__(self, root: Path, batch: int, window_ms: int, now_ms: int) -> None:
+    def __init__(self, root: Path, batch: int, window_ms: int, now_ms: int,
+                 changelogs: Changelogs | None = None) -> None:
         self.root, self.batch, self.window_ms, self.now_ms = root, batch, window_ms, now_ms
+        self.changelogs = changelogs
         self.open: dict[tuple[str, int], PartitionStore] = {}
+        self.stores_restored = self.writes_restored = 0
 
     def get(self, topic: str, partition: int) -> PartitionStore:
         """The store of (topic, partition), opened on first use."""
         store = self.open.get((topic, partition))
         if store is None:
+            changelog = (self.changelogs.partition(topic, partition)
+                         if self.changelogs is not None else None)
             store = self.open[(topic, partition)] = PartitionStore(
                 partition_path(self.root, topic, partition), self.batch, self.window_ms,
-                self.now_ms)
+                self.now_ms, changelog)
+            self.stores_restored += store.restored > 0
+            self.writes_restored += store.restored
         return store
 
     def close(self) -> None:
@@ -117,9 +150,8 @@ def _batch(rows: list[tuple[Any, ...]]) -> Any:
     import pyarrow as pa
 
     names = ("topic", "key", "value", "copies_in", "copies_dropped", "store_keys", "stores",
-             "python_cpu_ms")
-    types = (pa.string(), pa.binary(), pa.binary(), pa.int64(), pa.int64(), pa.int64(),
-             pa.int64(), pa.int64())
+             "stores_restored", "writes_restored", "python_cpu_ms")
+    types = (pa.string(), pa.binary(), pa.binary()) + (pa.int64(),) * len(_COUNTS)
     return pa.RecordBatch.from_arrays(
         [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)],
         schema=pa.schema(list(zip(names, types, strict=True))))
@@ -145,10 +177,12 @@ def _by_partition(cols: dict[str, list[Any]]
     return [(topic, part, *rows) for (topic, part), rows in split.items()]
 
 
-def merge_task(root: str, handler_for: Callable[[], KeyHandler], window_s: int
+def merge_task(root: Path | None, handler_for: Callable[[], KeyHandler], window_s: int,
+               changelog: ChangelogJob | None = None
                ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The mapInArrow function: one task's records (one Kafka partition's offset range of
-    the micro-batch) merged key by key into events, copies dropped, state in its store."""
+    the micro-batch) merged key by key into events, copies dropped, state in its store under
+    `root` (None: the executor's own directory) and in its `changelog`."""
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
 
@@ -157,7 +191,10 @@ def merge_task(root: str, handler_for: Callable[[], KeyHandler], window_s: int
         if batch_id is None:
             raise RuntimeError("the partition-state merge runs only in a streaming micro-batch")
         now = int(time.time() * 1000)
-        stores = TaskStores(Path(root), int(batch_id), window_s * 1000, now)
+        where = root if root is not None else executor_root(
+            changelog.job_id if changelog is not None else "local")
+        stores = TaskStores(where, int(batch_id), window_s * 1000, now,
+                            changelog.changelogs() if changelog is not None else None)
         handler = handler_for()
         try:
             yield from merge(batches, stores, handler, now)
@@ -180,6 +217,9 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
             copies_in += len(keys)
             first_copy = stores.get(topic, part).first_copy
             for pk, value, offset in zip(keys, values, offsets, strict=True):
+                if value and value[0] == HEARTBEAT_BYTE:  # its partition's store is open:
+                    copies_in -= 1  # that was its work (the expiries below)
+                    continue
                 size = COPY_KEY_SIZE.get(value[0]) if value else None
                 if size and not first_copy(value[1:1 + size]):
                     dropped += 1
@@ -191,7 +231,7 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
         blob, schema_hash, timer = _entry(store.get(_S + pk))
         result = handler.handle(topic, pk, records, blob, schema_hash, now, _pages(store, pk))
         _apply(store, pk, timer, result)
-        out.extend((t, k, v, None, None, None, None, None) for t, k, v in result.outputs)
+        out.extend((t, k, v, *_COUNTS) for t, k, v in result.outputs)
         if len(out) >= _CHUNK:
             yield _batch(out)
             out = []
@@ -204,21 +244,23 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
                 # old timer None: the next one is indexed even if it is the same time (this
                 # index entry is spent), as the default mode registers its timer again
                 _apply(store, pk, None, result)
-                out.extend((t, k, v, None, None, None, None, None)
-                           for t, k, v in result.outputs)
+                out.extend((t, k, v, *_COUNTS) for t, k, v in result.outputs)
     keys = sum(s.estimated_keys() for s in stores.open.values())
     # the Python worker's CPU for this task (input read and merge): the rest is the JVM's
     out.append((None, None, None, copies_in, dropped, keys, len(stores.open),
+                stores.stores_restored, stores.writes_restored,
                 round((time.process_time() - cpu) * 1000)))
     yield _batch(out)
 
 
-def events(raw: DataFrame, root: Path, kafka: dict[str, str], schema_topic: str,
+def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], schema_topic: str,
            settings: EventSettings, page_rows: int = DEFAULT_PAGE_ROWS, window_s: int = 0,
-           tasks: int = 0) -> DataFrame:
+           tasks: int = 0, changelog: ChangelogJob | None = None) -> DataFrame:
     """The events (topic, key, value) of `raw` (the Kafka source's rows), with the copy
-    counts as the query's observed metrics METRICS; `tasks` > 0: the source's partitions
-    (one per raw topic partition with records) coalesced into at most that many tasks.
+    counts as the query's observed metrics METRICS; the stores under `root` (None: in each
+    executor's work directory); `tasks` > 0: the source's partitions (one per raw topic
+    partition with records) coalesced into at most that many tasks; `changelog`: the
+    stores' changelogs (None: local stores only).
 
     Why coalesce: every task costs the same start (its Python function, Arrow streams, a
     handler) whatever it reads, so 20 tables of 4 partitions each paid it 80 times a
@@ -232,40 +274,54 @@ def events(raw: DataFrame, root: Path, kafka: dict[str, str], schema_topic: str,
     def handler_for() -> KeyHandler:
         return key_handler(kafka, schema_topic, settings, page_rows)
 
-    root.mkdir(parents=True, exist_ok=True)
+    if root is not None:
+        root.mkdir(parents=True, exist_ok=True)
     if tasks > 0:
         raw = raw.coalesce(tasks)
-    merged = raw.mapInArrow(merge_task(str(root), handler_for, window_s), TASK_SCHEMA)
+    merged = raw.mapInArrow(merge_task(root, handler_for, window_s, changelog), TASK_SCHEMA)
     return (merged.observe(METRICS, F.sum("copies_in").alias("copies_in"),
                            F.sum("copies_dropped").alias("copies_dropped"),
                            F.sum("store_keys").alias("store_keys"),
                            F.count("copies_in").alias("tasks"),
                            F.sum("stores").alias("stores_opened"),
+                           F.sum("stores_restored").alias("stores_restored"),
+                           F.sum("writes_restored").alias("writes_restored"),
                            F.sum("python_cpu_ms").alias("python_cpu_ms"))
             .where(F.col("topic").isNotNull()).select("topic", "key", "value"))
+
+
+def job_id(checkpoint: Path) -> str:
+    """The id of a checkpoint's partition stores, in their changelog topics' names: made
+    the first time the checkpoint runs in partition mode, then read back."""
+    import json
+    import uuid
+
+    path = state_root(checkpoint) / "changelog.json"
+    if path.is_file():
+        return str(json.loads(path.read_text())["job_id"])
+    made = uuid.uuid4().hex[:12]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"job_id": made}))
+    return made
 
 
 class PartitionModeRefused(Exception):
     """spark.state_mode partition cannot run with this master, checkpoint or topics."""
 
 
-def check_start(master: str, checkpoint: Path, started: bool,
-                partitions: dict[str, int]) -> None:
-    """Refuse what the partition stores cannot follow: a master other than local (a task
-    may run on any executor), a checkpoint started in the other mode, or a raw topic with
-    more partitions than when its state was first written (its keys moved). Records the
-    raw topics' partition counts for the next start."""
+def check_start(checkpoint: Path, started: bool, partitions: dict[str, int]) -> None:
+    """Refuse what the partition stores cannot follow: a checkpoint started in the other
+    mode, or a raw topic with more partitions than when its state was first written (its
+    keys moved). Records the raw topics' partition counts for the next start."""
     import json
 
     where = f"spark.state_mode partition (checkpoint {checkpoint})"
-    if not master.startswith("local"):
-        raise PartitionModeRefused(
-            f"{where}: keeps its state on this machine's disk, so it runs on a local master "
-            f"only, not {master!r}; use spark.state_mode spark on a cluster")
     if "://" in str(checkpoint):
         raise PartitionModeRefused(
-            f"{where}: the partition stores live beside the checkpoint on this machine's "
-            "disk; give spark.checkpoint a local path")
+            f"{where}: the driver keeps the mode's records (the stores' job id, the raw "
+            "topics' partition counts) beside the checkpoint with plain file calls; give "
+            "spark.checkpoint a path the driver's machine mounts (a shared filesystem on "
+            "a cluster)")
     root = state_root(checkpoint)
     if started and not root.is_dir():
         raise PartitionModeRefused(

@@ -6,11 +6,13 @@ The driver feeds every new `StreamingQueryProgress` (its JSON form) to `Progress
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from shared.metrics import Registry
 
+log = logging.getLogger(__name__)
 _P = "casscade_materializer_"
 PARTITION_METRICS = "partition_state"  # materializer.spark.partition_job's observe() name
 
@@ -42,6 +44,13 @@ class ProgressMetrics:
             _P + "partition_store_keys",
             "spark.state_mode partition: keys (entries, copy digests, expiry index) in the "
             "stores the last micro-batch opened, as RocksDB estimates them")
+        self.stores_restored = r.counter(
+            _P + "partition_stores_restored_total",
+            "spark.state_mode partition: stores a task found behind their changelog and "
+            "caught up or rebuilt (steady state: none)")
+        self.writes_restored = r.counter(
+            _P + "partition_store_writes_restored_total",
+            "spark.state_mode partition: changelog writes read back into stores")
         self.lag = r.gauge(_P + "kafka_offsets_behind_latest",
                            "Raw records not read yet (summed over partitions, at batch end)")
         self.last_batch_id = r.gauge(_P + "last_batch_id", "Id of the last micro-batch")
@@ -79,8 +88,15 @@ class ProgressMetrics:
                 int((op.get("customMetrics") or {}).get("numDroppedDuplicateRows", 0))
                 for op in progress.get("stateOperators") or [] if _is_dedupe(op)))
             # spark.state_mode partition drops copies in its stores and counts them itself
-            self.copies_dropped.inc(int(_partition_metrics(progress).get("copies_dropped")
-                                        or 0))
+            parts = _partition_metrics(progress)
+            self.copies_dropped.inc(int(parts.get("copies_dropped") or 0))
+            restored = int(parts.get("stores_restored") or 0)
+            if restored:  # steady state has none: say when and how many
+                log.info("partition stores restored from their changelogs",
+                         extra={"batch": batch, "stores": restored,
+                                "writes": int(parts.get("writes_restored") or 0)})
+            self.stores_restored.inc(restored)
+            self.writes_restored.inc(int(parts.get("writes_restored") or 0))
         self.last_batch_id.set(batch)
         operators = progress.get("stateOperators") or []
         keyed = [op for op in operators if not _is_dedupe(op)]

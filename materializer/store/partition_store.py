@@ -12,15 +12,27 @@ starts batch b+1 after b's commit), so one before value is enough.
 The same holds for the copy digests (a digest first seen by batch b is new again in b's
 replay, until this attempt sees it) and the expiry index (an expiry fired by batch b fires
 again in b's replay).
+
+Why a changelog: the task of a Kafka partition may run on another machine next batch (an
+executor lost, a cluster's scheduling), so every write but the copy digests also goes to a
+`Changelog` (a compacted Kafka topic partition, `materializer.kafka.changelog`), durable
+before the task ends. A store remembers the changelog's end it matches (a mark written when
+it closes, removed when it opens); one that is behind catches up from its mark, one without
+a mark (new on this machine, or cut short mid-batch) is rebuilt from the changelog. The
+changelog holds the same values, batch ids and before values as the store, so a replay rolls
+back a restored store as it does a local one. Copy digests stay local: a copy merged again
+after a restore changes nothing.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 from rocksdict import Options, Rdict, WriteOptions
 
@@ -30,6 +42,7 @@ _BATCH = struct.Struct(">q")
 _SLOT = struct.Struct(">I")
 _ENTRY, _COPY, _EXPIRY, _META = b"e", b"c", b"x", b"m"
 _NEWEST = _META + b"newest-batch"
+_MARK = b"l"  # (local only) the changelog end this store matched when it last closed
 _FIRED_NOT = -1  # an expiry index entry not fired yet
 
 
@@ -73,6 +86,26 @@ def open_store(path: Path, wait_s: float = LOCK_WAIT_S) -> Rdict:
             time.sleep(0.05)
 
 
+class Changelog(Protocol):
+    """Where one store's writes become durable beyond this machine, in order."""
+
+    def end(self) -> int:
+        """The position after the last write that is durable."""
+
+    def read(self, start: int) -> Iterator[tuple[bytes, bytes | None]]:
+        """The writes (key, value; None: removed) from position `start` to `end()`."""
+
+    def write(self, key: bytes, value: bytes | None) -> None:
+        """Append one write (None: the key is removed)."""
+
+    def flush(self) -> int:
+        """Wait until every write is durable (raise if one is not); the end after them."""
+
+
+class ChangelogBehind(Exception):
+    """A store matched a changelog position the changelog no longer reaches."""
+
+
 class StateAhead(Exception):
     """The store holds a batch newer than the one the checkpoint runs: it belongs to another
     checkpoint, or the checkpoint was rolled back."""
@@ -96,26 +129,25 @@ class PartitionStore:
     """One Kafka partition's state, opened by the task that runs one micro-batch of it
     (RocksDB's lock keeps out a second opener: it waits, then fails loudly)."""
 
-    def __init__(self, path: Path, batch: int, copy_window_ms: int, now_ms: int) -> None:
+    def __init__(self, path: Path, batch: int, copy_window_ms: int, now_ms: int,
+                 changelog: Changelog | None = None) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.batch = batch
-        self._db = open_store(path)
-        # No write-ahead log (a third of a put's cost): close() flushes the batch's writes
-        # to a table file before the task can succeed, which is all Spark's commit relies
-        # on; an attempt killed before that leaves fewer of its writes, and a replay takes
-        # back whichever of them are there
-        no_wal = WriteOptions()
-        no_wal.disable_wal = True
-        self._db.set_write_options(no_wal)
+        self._log = changelog
+        self._db = self._open()
+        self.restored = 0  # writes read back from the changelog by this open
         try:
+            if changelog is not None:
+                self.restored = self._catch_up(changelog)
+                self._db.delete(_MARK)  # until close(): a store cut short is rebuilt
             newest = self._db.get(_NEWEST)
             if newest is not None and _BATCH.unpack(newest)[0] > batch:
                 raise StateAhead(
                     f"{path} holds micro-batch {_BATCH.unpack(newest)[0]}, newer than the "
                     f"checkpoint's {batch}: it belongs to another checkpoint (keep the state "
                     "directory inside its checkpoint, and remove both together)")
-            self._db.put(_NEWEST, _BATCH.pack(batch))
+            self._put(_NEWEST, _BATCH.pack(batch))
         except BaseException:
             self._db.close()
             raise
@@ -135,9 +167,81 @@ class PartitionStore:
             # digests of earlier slots are past the window: gone in one cut
             self._db.delete_range(_COPY + _SLOT.pack(0), self._slot_prefix)
 
+    def _open(self) -> Rdict:
+        db = open_store(self.path)
+        # No write-ahead log (a third of a put's cost): close() flushes the batch's writes
+        # to a table file before the task can succeed, which is all Spark's commit relies
+        # on; an attempt killed before that leaves fewer of its writes, and a replay takes
+        # back whichever of them are there
+        no_wal = WriteOptions()
+        no_wal.disable_wal = True
+        db.set_write_options(no_wal)
+        return db
+
+    def _catch_up(self, changelog: Changelog) -> int:
+        """Bring the local store to the changelog's end; how many writes that read."""
+        end = changelog.end()
+        raw = self._db.get(_MARK)
+        mark = None if raw is None else _BATCH.unpack(raw)[0]
+        if mark == end:
+            return 0
+        if mark is not None and mark > end:
+            raise ChangelogBehind(
+                f"{self.path} matched its changelog up to position {mark}, but the changelog "
+                f"ends at {end}: it was deleted or truncated, and the state it held is gone "
+                "from Kafka (replay the raw topics into a new checkpoint)")
+        if mark is None and end == 0:
+            return self._seed(changelog)
+        if mark is None:  # new on this machine, or cut short: the changelog has it all
+            self._db.close()
+            shutil.rmtree(self.path)
+            self.path.mkdir(parents=True)
+            self._db = self._open()
+        started, count = time.monotonic(), 0
+        for key, value in changelog.read(mark or 0):
+            if value is None:
+                self._db.delete(key)
+            else:
+                self._db.put(key, value)
+            count += 1
+        # a warning: in steady state a store stays where its partition's task runs
+        log.warning(f"{self.path}: {'caught up' if mark else 'rebuilt'} from its changelog "
+                 f"({count} writes from position {mark or 0} to {end}, "
+                 f"{time.monotonic() - started:.2f} s)")
+        return count
+
+    def _seed(self, changelog: Changelog) -> int:
+        """Write a store that has no changelog yet (made before the changelog was) to it."""
+        it = self._db.iter()
+        it.seek_to_first()
+        count = 0
+        while it.valid():
+            if it.key()[:1] in (_ENTRY, _EXPIRY, _META):
+                changelog.write(it.key(), it.value())
+                count += 1
+            it.next()
+        del it
+        if count:
+            log.warning(f"{self.path}: a store without a changelog; {count} writes copied "
+                        "to a new one")
+        return 0
+
+    def _put(self, key: bytes, value: bytes) -> None:
+        self._db.put(key, value)
+        if self._log is not None:
+            self._log.write(key, value)
+
+    def _delete(self, key: bytes) -> None:
+        self._db.delete(key)
+        if self._log is not None:
+            self._log.write(key, None)
+
     def close(self) -> None:
-        """Flush this attempt's writes to disk and close the RocksDB."""
+        """Make this attempt's writes durable in the changelog, then flush them to disk with
+        the changelog's end as the store's mark, and close the RocksDB."""
         try:
+            if self._log is not None:
+                self._db.put(_MARK, _BATCH.pack(self._log.flush()))
             self._db.flush()
         finally:
             self._db.close()
@@ -169,9 +273,9 @@ class PartitionStore:
         before = self._before_batch(key)
         self._written[key] = value
         if value is None and before is None:
-            self._db.delete(_ENTRY + key)
+            self._delete(_ENTRY + key)
         else:
-            self._db.put(_ENTRY + key, _pack(self.batch, value, before))
+            self._put(_ENTRY + key, _pack(self.batch, value, before))
 
     def first_copy(self, digest: bytes) -> bool:
         """Whether a record with this copy digest is seen for the first time within the
@@ -192,7 +296,7 @@ class PartitionStore:
 
     def schedule(self, at_ms: int, key: bytes) -> None:
         """Index `key` as due for a look at `at_ms` (an entry that moved on is skipped)."""
-        self._db.put(_EXPIRY + _BATCH.pack(at_ms) + key, _BATCH.pack(_FIRED_NOT))
+        self._put(_EXPIRY + _BATCH.pack(at_ms) + key, _BATCH.pack(_FIRED_NOT))
 
     def due(self, now_ms: int) -> Iterator[tuple[int, bytes]]:
         """The (time, key) index entries due at `now_ms` not fired yet: each is fired (by
@@ -207,14 +311,14 @@ class PartitionStore:
         del it
         for index_key, fired_in in found:
             if fired_in != _FIRED_NOT and fired_in < self.batch:
-                self._db.delete(index_key)
+                self._delete(index_key)
             elif fired_in == _FIRED_NOT or index_key not in self._fired:
                 yield (_BATCH.unpack_from(index_key, 1)[0], index_key[1 + _BATCH.size:])
 
     def fired(self, at_ms: int, key: bytes) -> None:
         """Mark the index entry (at_ms, key) fired by this batch."""
         index_key = _EXPIRY + _BATCH.pack(at_ms) + key
-        self._db.put(index_key, _BATCH.pack(self.batch))
+        self._put(index_key, _BATCH.pack(self.batch))
         self._fired.add(index_key)
 
     def estimated_keys(self) -> int:

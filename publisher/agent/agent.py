@@ -28,6 +28,7 @@ from publisher.agent.cdc_dir import (
 )
 from publisher.agent.cdc_dir import retire as retire_files
 from publisher.agent.delivery import WatermarkTracker
+from publisher.agent.heartbeats import Heartbeats
 from publisher.agent.offset_store import OffsetStore, SegmentState
 from publisher.agent.record_writer import RecordWriter
 from publisher.agent.splitter import SourceInfo
@@ -102,6 +103,8 @@ class Agent:
                                    "The node's cdc_total_space")
         self.m_kept = m.gauge("casscade_publisher_kept_back_mutations",
                               "Mutations kept back (unknown table or damage); segment kept")
+        self.heartbeats = Heartbeats(sink, config.node.host, config.kafka.heartbeat_interval_s,
+                                     metrics)
         self.seen: set[int] = set()
         self.acked_retired = 0  # acks counted by trackers of segments already retired
         metrics.on_scrape(self._count_acks)
@@ -156,6 +159,7 @@ class Agent:
                 # Keep per-key order: nothing past a segment still being written, or one
                 # whose reading stopped at the batch limit (it goes on next pass).
                 break
+        self.heartbeats.maybe_send(self.current)
         self.sink.poll(0)
         if time.monotonic() - self.last_save > self.config.state.flush_interval_ms / 1000:
             self.save()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 from materializer_harness import (
     assert_same_events,
     avro_as_json,
@@ -288,6 +290,45 @@ def test_partition_stores_roll_back_a_batch_killed_mid_way(stack, cql, workload)
                      log)
     assert f"micro-batch {committed + 1} runs again" in log.read_text()
     assert max(_batches(checkpoint, "commits")) > committed
+    _compare(stack, cql, workload, out)
+
+
+def test_partition_stores_lost_with_their_machine_are_rebuilt_from_their_changelog(
+        stack, cql, workload) -> None:
+    """The partition stores' directories removed between two runs (a task that runs on a
+    new executor finds none): the next run rebuilds each from its changelog topic, and every
+    change published again (copies of what was merged) adds no event: the rebuilt state is
+    all there. The first run, in several micro-batches on one machine, restores nothing."""
+    prefix, work = workload["prefix"], workload["work"]
+    out = f"h{uuid.uuid4().hex[:8]}"
+    copy_raw(stack, prefix, out, 1, seed=12)
+    checkpoint = work / "ckpt-partition-changelog"
+    log = work / "partition-changelog.log"
+    run_materializer(materializer_command(stack, out, checkpoint, "spark.state_mode=partition",
+                                          "kafka.max_offsets_per_trigger=500"), log)
+    first = log.read_text()
+    assert re.search(r"materializer run ended.*batches=([3-9]|\d\d)", first), first[-2000:]
+    assert re.search(r"materializer run ended.*stores_restored=0\b", first), first[-2000:]
+    topics = {f"{out}.{workload['ks']}.{name}": None for name in ("r", "ctr")}
+    before = {t: len(read_events(stack.bootstrap_servers, t)) for t in topics}
+    job_id = json.loads((checkpoint / STATE_DIR / "changelog.json").read_text())["job_id"]
+    names = AdminClient({"bootstrap.servers": stack.bootstrap_servers}
+                        ).list_topics(timeout=10).topics
+    raw_tables = {t.removeprefix(f"{out}.raw.") for t in names if t.startswith(f"{out}.raw.")}
+    assert raw_tables and raw_tables == {
+        t.removeprefix(f"{out}.changelog.{job_id}.") for t in names
+        if t.startswith(f"{out}.changelog.{job_id}.")}
+    stores = [p for p in (checkpoint / STATE_DIR).glob("*/[0-9]*") if p.is_dir()]
+    assert stores
+    for path in stores:
+        shutil.rmtree(path)
+    copy_raw(stack, prefix, out, 1, seed=12)  # every change again
+    run_materializer(materializer_command(stack, out, checkpoint, "spark.state_mode=partition"),
+                     log)
+    second = log.read_text()[len(first):]
+    assert "rebuilt from its changelog" in second, second[-2000:]
+    assert re.search(r"materializer run ended.*stores_restored=[1-9]", second), second[-2000:]
+    assert {t: len(read_events(stack.bootstrap_servers, t)) for t in topics} == before
     _compare(stack, cql, workload, out)
 
 

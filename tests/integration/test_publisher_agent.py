@@ -221,3 +221,61 @@ def test_broker_down_for_30_seconds(stack, node, session, tmp_path):
     keys = {int.from_bytes(k, "big") for _p, _o, k, _r in records}
     assert keys == set(range(8000))
     assert cassandra.running_pid(node) is not None
+
+
+def test_heartbeats_move_an_idle_partition_to_its_ttl_expiry(stack, node, session, tmp_path):
+    """The agent with its default heartbeats, and the materializer in the partition mode:
+    a row written with a TTL and nothing written after it still gets its expiry event (the
+    heartbeats make its Kafka partition's task run), within a bounded time of the expiry;
+    every partition of the raw topic carries the agent's heartbeats, and no event is one."""
+    from confluent_kafka import KafkaException
+    from materializer_harness import (
+        kill_group,
+        materializer_command,
+        read_events,
+        start_materializer,
+    )
+
+    from shared.heartbeat import decode_heartbeat, is_heartbeat
+    from shared.kafka_topics import read_to_end
+
+    ttl_s = 12
+    session.execute("CREATE TABLE IF NOT EXISTS ag.ttl (k int PRIMARY KEY, v text) "
+                    "WITH cdc = true")
+    agent = AgentProcess(node, stack, tmp_path / "agent", http_port=18103)
+    agent.start()
+    job = None
+    try:
+        agent.wait_serving(60)
+        session.execute(f"INSERT INTO ag.ttl (k, v) VALUES (1, 'expires') USING TTL {ttl_s}")
+        expires_at = time.time() + ttl_s
+        topic = raw_topic(agent.prefix, "ag", "ttl")
+        read_topic(stack.bootstrap_servers, topic, expect_at_least=1)
+        job = start_materializer(
+            materializer_command(stack, agent.prefix, tmp_path / "ckpt",
+                                 "spark.state_mode=partition", available_now=False),
+            tmp_path / "job.log")
+        events_topic = f"{agent.prefix}.ag.ttl"
+
+        def ops() -> list[str]:
+            try:
+                events = read_events(stack.bootstrap_servers, events_topic, timeout_s=5)
+            except (AssertionError, KafkaException):  # not made yet, or no leader yet
+                return []
+            return [v["op"] for _p, _o, key, v in events if v and key == {"k": 1}]
+
+        wait_for(lambda: "d" in ops(), 180, "the expiry event")
+        late_s = time.time() - expires_at
+        print(f"\nthe expiry event came {late_s:.1f} s after the row's expiry (heartbeats "
+              "every 5 s, trigger 1 s)")
+        assert ops() == ["c", "d"]
+        assert late_s < 20, late_s  # heartbeat interval + trigger + a micro-batch, with room
+        beats = [m for m in read_to_end(stack.bootstrap_servers, topic)
+                 if is_heartbeat(m.value())]
+        assert {m.partition() for m in beats} == {0, 1, 2}
+        assert {decode_heartbeat(m.value()).host for m in beats} == {"node-1"}
+        assert {m.key() for m in beats} == {b"node-1"}
+    finally:
+        if job is not None:
+            kill_group(job)
+        assert agent.stop() == 0

@@ -8,6 +8,7 @@ Every scenario makes the same three checks on the events (tests/ring_harness.py)
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections import Counter
@@ -163,6 +164,78 @@ def _run_on_cluster(env, spark_cluster, name: str, ks: str, packed: Path) -> dic
     return {"code": code, "mid_batch": mid_batch, "killed": killed, "unpacked": unpacked,
             "lost_executor": "Lost executor" in text,
             "batches": len(list((checkpoint / "commits").glob("[0-9]*"))), "log": text[-4000:]}
+
+
+def test_partition_stores_follow_their_partitions_on_the_cluster(env, staged, spark_cluster,
+                                                                packed_env) -> None:
+    """The RF=3 differential's raw records through spark.state_mode partition on the
+    standalone cluster (submit.sh, the packed environment), in small micro-batches: while
+    both workers run, no store is read back (each topic partition's task runs where its
+    store is); worker 2 is SIGKILLed, so worker 1's executor takes its partitions and
+    rebuilds their stores from the changelogs; worker 2 is started again while the job
+    runs. The three checks pass on the events."""
+    import os
+    import subprocess
+    import sys
+
+    from devstack import spark_cluster as cluster
+    from devstack.settings import repo_root
+
+    ks, work = staged["differential"]["ks"], env["work"]
+    prefix = f"pc{uuid.uuid4().hex[:6]}"
+    sent = copy_raw(env["ring"], env["prefix"], prefix, 1, seed=22)
+    checkpoint = work / "ckpt-partition-cluster"
+    commits = checkpoint / "commits"
+    cmd = ["deploy/spark/submit.sh", "--master", cluster.master_url(spark_cluster),
+           "--local-jars", "--env", str(packed_env), "--",
+           "--set", f"kafka.bootstrap_servers={env['ring'].bootstrap_servers}",
+           "--set", f"kafka.topic_prefix={prefix}", "--set", f"spark.checkpoint={checkpoint}",
+           "--set", "spark.state_mode=partition",
+           "--set", f"kafka.max_offsets_per_trigger={max(300, sent // 30)}",
+           "--set", "log.format=text", "--set", "http.port=0", "--available-now"]
+    log = work / "partition-cluster.log"
+    apps = [cluster.worker_dir(spark_cluster, n) / "work" for n in (1, 2)]
+    earlier = {a for w in apps for a in w.glob("app-*")}
+    proc = subprocess.Popen(cmd, cwd=repo_root(), env=dict(os.environ, PYTHON=sys.executable),
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+    def batches() -> int:
+        return len(list(commits.glob("[0-9]*"))) if commits.is_dir() else 0
+
+    try:
+        wait_until(lambda: proc.poll() is not None or batches() >= 6, 300,
+                   "six committed micro-batches")
+        killed_at = batches() if proc.poll() is None else None
+        assert killed_at is not None and cluster.kill_worker(spark_cluster, 2), \
+            log.read_text()[-3000:]
+        wait_until(lambda: proc.poll() is not None or batches() >= killed_at + 3, 300,
+                   "three micro-batches on the survivor")
+        restarted_at = batches() if proc.poll() is None else None
+        cluster.start_worker(spark_cluster, 2)
+        code = proc.wait(900)
+    finally:
+        kill_group(proc)
+        cluster.start_worker(spark_cluster, 2)
+    text = log.read_text()
+    assert code == 0, text[-4000:]
+    assert restarted_at is not None, f"the job ended before worker 2 came back:\n{text[-3000:]}"
+    executors = {n: "".join(f.read_text(errors="replace") for a in set(w.glob("app-*")) - earlier
+                            for f in a.glob("*/stderr"))
+                 for n, w in zip((1, 2), apps, strict=True)}
+    assert "rebuilt from its changelog" in executors[1], executors[1][-3000:]
+    end = next(line for line in reversed(text.splitlines()) if "materializer run ended" in line)
+    assert int(end.split("stores_restored=")[1].split()[0]) >= 1, end
+    restored = {int(m.group(1)): int(m.group(2)) for m in re.finditer(
+        r"partition stores restored from their changelogs batch=(\d+) stores=(\d+)", text)}
+    # steady state (both executors up, after the first two batches placed the partitions):
+    # every topic partition's task runs where its store is, so nothing is read back
+    steady = [b for b in range(2, killed_at - 1) if b in restored]
+    print(f"\nstores restored per micro-batch: {restored} (worker 2 killed after batch "
+          f"{killed_at - 1}, started again after batch {restarted_at - 1})")
+    assert not steady, (restored, killed_at)
+    check_events(env["ring"].bootstrap_servers, prefix, env["truth"],
+                 {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")})
 
 
 def _write_differential(env) -> dict:

@@ -14,6 +14,7 @@ from test_materializer_events import NOW_MS, TABLE, Registry, i32
 from materializer.handler import EventSettings, KeyHandler
 from materializer.spark.partition_job import TaskStores, merge
 from shared import rowupdate
+from shared.heartbeat import Heartbeat, encode_heartbeat
 
 TOPIC = "p.raw.shop.orders"
 
@@ -94,3 +95,14 @@ def test_a_batch_of_two_kafka_partitions_merges_each_in_its_own_store(tmp_path) 
     events = sorted(json.loads(r["key"])["id"] for r in got[:-1] if r["value"] is not None)
     assert events == [1, 2, 3]  # one event per change: the second copies dropped
     assert (got[-1]["copies_in"], got[-1]["copies_dropped"]) == (6, 3)
+
+
+def test_a_heartbeat_alone_fires_a_due_expiry_and_is_no_change(tmp_path) -> None:
+    """A partition that gets only a publisher's heartbeat still runs its expiries; the
+    heartbeat is neither merged nor counted as a copy."""
+    t0 = NOW_MS // 1000
+    _run(tmp_path, 0, NOW_MS, [(7, _ttl_row(7, 5, t0, 10))])
+    beat = encode_heartbeat(Heartbeat("node-1", NOW_MS + 20_000, {}))
+    events, counts = _run(tmp_path, 1, NOW_MS + 20_000, [(0, beat)])
+    assert events == [(7, "d")]
+    assert (counts["copies_in"], counts["copies_dropped"]) == (0, 0)

@@ -7,31 +7,39 @@ import json
 import pytest
 
 from materializer.settings import SparkSettings
-from materializer.spark.partition_job import PartitionModeRefused, check_start, state_root
+from materializer.spark.partition_job import (
+    PartitionModeRefused,
+    check_start,
+    job_id,
+    state_root,
+)
 
 
-def test_a_cluster_master_or_a_remote_checkpoint_is_refused(tmp_path) -> None:
-    with pytest.raises(PartitionModeRefused, match=r"local master only.*spark://m:7077"):
-        check_start("spark://m:7077", tmp_path, False, {})
-    with pytest.raises(PartitionModeRefused, match="local path"):
-        check_start("local[2]", "hdfs://nn/ckpt", False, {})  # type: ignore[arg-type]
+def test_a_checkpoint_the_driver_cannot_mount_is_refused(tmp_path) -> None:
+    with pytest.raises(PartitionModeRefused, match="a path the driver's machine mounts"):
+        check_start("hdfs://nn/ckpt", False, {})  # type: ignore[arg-type]
+
+
+def test_a_checkpoint_keeps_its_stores_job_id(tmp_path) -> None:
+    made = job_id(tmp_path)
+    assert len(made) == 12 and job_id(tmp_path) == made and job_id(tmp_path / "b") != made
 
 
 def test_a_checkpoint_started_in_the_other_mode_is_refused(tmp_path) -> None:
     with pytest.raises(PartitionModeRefused, match=r"started with spark\.state_mode spark"):
-        check_start("local[2]", tmp_path, True, {})
-    check_start("local[2]", tmp_path, False, {"p.raw.ks.t": 3})
-    check_start("local[2]", tmp_path, True, {"p.raw.ks.t": 3})  # its own mode: fine
+        check_start(tmp_path, True, {})
+    check_start(tmp_path, False, {"p.raw.ks.t": 3})
+    check_start(tmp_path, True, {"p.raw.ks.t": 3})  # its own mode: fine
 
 
 def test_a_raw_topic_that_gained_partitions_is_refused_new_topics_are_recorded(tmp_path
                                                                                ) -> None:
-    check_start("local[2]", tmp_path, False, {"p.raw.ks.t": 3})
-    check_start("local[2]", tmp_path, True, {"p.raw.ks.t": 3, "p.raw.ks.u": 6})
+    check_start(tmp_path, False, {"p.raw.ks.t": 3})
+    check_start(tmp_path, True, {"p.raw.ks.t": 3, "p.raw.ks.u": 6})
     known = json.loads((state_root(tmp_path) / "partitions.json").read_text())
     assert known == {"p.raw.ks.t": 3, "p.raw.ks.u": 6}
     with pytest.raises(PartitionModeRefused, match=r"p\.raw\.ks\.u 6 -> 12"):
-        check_start("local[2]", tmp_path, True, {"p.raw.ks.t": 3, "p.raw.ks.u": 12})
+        check_start(tmp_path, True, {"p.raw.ks.t": 3, "p.raw.ks.u": 12})
 
 
 def test_an_unknown_state_mode_is_a_config_error() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from materializer.store.partition_store import (
+    ChangelogBehind,
     PartitionStore,
     StateAhead,
     StoreLocked,
@@ -28,11 +30,45 @@ class Crash(Exception):
     """The task died here."""
 
 
-def _run(path: Path, batch: int, now_ms: int, ops: list[tuple], crash_at: int | None
+class ListChangelog:
+    """A changelog in a list (the Kafka one is tested against a broker): writes are durable
+    once flushed; a process killed before that leaves a prefix of them."""
+
+    def __init__(self) -> None:
+        self.durable: list[tuple[bytes, bytes | None]] = []
+        self.pending: list[tuple[bytes, bytes | None]] = []
+
+    def end(self) -> int:
+        return len(self.durable)
+
+    def read(self, start: int) -> Iterator[tuple[bytes, bytes | None]]:
+        yield from self.durable[start:]
+
+    def write(self, key: bytes, value: bytes | None) -> None:
+        self.pending.append((key, value))
+
+    def flush(self) -> int:
+        self.durable += self.pending
+        self.pending = []
+        return len(self.durable)
+
+    def killed(self, rng: random.Random) -> None:
+        """The writer died: some of its writes reached the log, in order."""
+        self.durable += self.pending[:rng.randint(0, len(self.pending))]
+        self.pending = []
+
+
+class Killed(Exception):
+    """The task's process died here: the store was not closed."""
+
+
+def _run(path: Path, batch: int, now_ms: int, ops: list[tuple], crash_at: int | None,
+         changelog: ListChangelog | None = None, kill: bool = False
          ) -> tuple[list[bytes], list[tuple[int, bytes]]]:
-    """Apply one batch's ops; raise Crash after `crash_at` ops. Returns the digests taken as
-    first copies and the expiries fired, in order."""
-    store = PartitionStore(path, batch, WINDOW_MS, now_ms)
+    """Apply one batch's ops; raise Crash after `crash_at` ops (or Killed: the store is left
+    without its close). Returns the digests taken as first copies and the expiries fired,
+    in order."""
+    store = PartitionStore(path, batch, WINDOW_MS, now_ms, changelog)
     firsts, fired = [], []
     try:
         for i, op in enumerate(ops):
@@ -58,12 +94,19 @@ def _run(path: Path, batch: int, now_ms: int, ops: list[tuple], crash_at: int | 
                         store.put(b"t" + key, None)  # handled: the key's timer moves on
                     store.fired(at_ms, key)
         return firsts, fired
+    except Crash:
+        if kill:
+            store._db.close()  # what reached the disk stays, without the close's mark
+            raise Killed from None
+        raise
     finally:
-        store.close()
+        if not kill:
+            store.close()
 
 
-def _snapshot(path: Path, batch: int) -> dict[bytes, bytes | None]:
-    store = PartitionStore(path, batch, WINDOW_MS, 0)
+def _snapshot(path: Path, batch: int, changelog: ListChangelog | None = None
+              ) -> dict[bytes, bytes | None]:
+    store = PartitionStore(path, batch, WINDOW_MS, 0, changelog)
     try:
         return {k: store.get(k) for k in KEYS + [b"t" + k for k in KEYS]}
     finally:
@@ -78,14 +121,19 @@ OPS = st.one_of(
     st.just(("due",)))
 
 
+# up to six batches of ops, where each batch's first attempt is cut short (or not)
+BATCHES = given(batches=st.lists(st.lists(OPS, max_size=12), min_size=1, max_size=6),
+                crashes=st.lists(st.one_of(st.none(), st.integers(0, 12)), min_size=6,
+                                 max_size=6),
+                seed=st.integers(0, 1000))
+
+
 @settings(max_examples=60, deadline=None)
 @example(batches=[[], [], [], [("schedule", 0, b"k3"), ("due",)],
                   [("due",), ("copy", b"d1"), ("copy", b"d1"), ("schedule", 0, b"k3"),
                    ("copy", b"d1")]],
          crashes=[None, None, None, None, 0, None], seed=3)
-@given(batches=st.lists(st.lists(OPS, max_size=12), min_size=1, max_size=6),
-       crashes=st.lists(st.one_of(st.none(), st.integers(0, 12)), min_size=6, max_size=6),
-       seed=st.integers(0, 1000))
+@BATCHES
 def test_a_batch_cut_short_and_run_again_equals_one_clean_run(tmp_path_factory, batches,
                                                               crashes, seed) -> None:
     clean = tmp_path_factory.mktemp("clean")
@@ -104,6 +152,73 @@ def test_a_batch_cut_short_and_run_again_equals_one_clean_run(tmp_path_factory, 
         got = _run(chaos, batch, now, ops, None)
         assert got == want, (batch, ops)
         assert _snapshot(chaos, batch + 1) == _snapshot(clean, batch + 1)
+
+
+@settings(max_examples=60, deadline=None)
+@BATCHES
+def test_a_store_that_moves_between_machines_and_is_killed_equals_one_clean_run(
+        tmp_path_factory, batches, crashes, seed) -> None:
+    """Each attempt runs on one of three machines (a store dir each, one changelog); an
+    attempt fails (its store closed) or its process is killed (not closed, part of its
+    changelog writes lost); the next attempt may run anywhere."""
+    clean = tmp_path_factory.mktemp("clean")
+    machines = [tmp_path_factory.mktemp(f"machine{i}") for i in range(3)]
+    changelog = ListChangelog()
+    rng = random.Random(seed)
+    for batch, ops in enumerate(batches):
+        now = batch * 7_000
+        want = _run(clean, batch, now, ops, None)
+        crash = crashes[batch]
+        if crash is not None and crash < len(ops):
+            kill = rng.random() < 0.5
+            with pytest.raises(Killed if kill else Crash):
+                _run(rng.choice(machines), batch, now, ops, crash, changelog, kill)
+            if kill:
+                changelog.killed(rng)
+        got = _run(rng.choice(machines), batch, now, ops, None, changelog)
+        # copy digests stay on their machine: a moved store may take a copy for new (it is
+        # merged again, changing nothing), never drop one that a clean run merges
+        assert got[1] == want[1] and set(got[0]) >= set(want[0]), (batch, ops)
+        assert (_snapshot(rng.choice(machines), batch + 1, changelog)
+                == _snapshot(clean, batch + 1))
+
+
+def test_a_new_machine_rebuilds_a_store_and_an_old_one_catches_up(tmp_path) -> None:
+    changelog = ListChangelog()
+    a, b = tmp_path / "a", tmp_path / "b"
+    s = PartitionStore(a, 0, 0, 0, changelog)
+    for k in KEYS:
+        s.put(k, b"v0")
+    s.close()
+    s = PartitionStore(b, 1, 0, 0, changelog)  # another machine: rebuilt from the changelog
+    assert s.restored == len(KEYS) + 1 and s.get(KEYS[0]) == b"v0"
+    s.put(KEYS[0], b"v1")
+    s.close()
+    s = PartitionStore(b, 2, 0, 0, changelog)  # back where it was left: nothing to read
+    assert s.restored == 0
+    s.close()
+    s = PartitionStore(a, 3, 0, 0, changelog)  # the first machine reads what it missed only
+    assert s.restored == 3  # batch 1's newest mark, its write, batch 2's newest mark
+    assert [s.get(k) for k in KEYS] == [b"v1"] + [b"v0"] * (len(KEYS) - 1)
+    s.close()
+
+
+def test_a_store_made_before_its_changelog_seeds_it(tmp_path) -> None:
+    s = PartitionStore(tmp_path / "a", 0, 0, 0)
+    s.put(b"k", b"v0")
+    s.close()
+    changelog = ListChangelog()
+    PartitionStore(tmp_path / "a", 1, 0, 0, changelog).close()
+    s = PartitionStore(tmp_path / "b", 2, 0, 0, changelog)
+    assert s.get(b"k") == b"v0"
+    s.close()
+
+
+def test_a_changelog_shorter_than_a_store_is_refused(tmp_path) -> None:
+    changelog = ListChangelog()
+    PartitionStore(tmp_path, 0, 0, 0, changelog).close()
+    with pytest.raises(ChangelogBehind, match="deleted or truncated"):
+        PartitionStore(tmp_path, 1, 0, 0, ListChangelog())
 
 
 def test_a_key_written_twice_in_a_replayed_batch_keeps_the_value_before_it(tmp_path) -> None:

@@ -1,0 +1,194 @@
+"""The partition stores' changelog in Kafka: one compacted topic per raw topic, with its
+partition count, so the store of raw partition p is changelog partition p (the design of
+Kafka Streams' and Samza's changelogs).
+
+Why Kafka rather than copies of RocksDB's files on the checkpoint's filesystem: every
+machine that runs a task already reaches Kafka with the job's own settings and door, a
+store's writes reach it as the task makes them (so a batch's durability costs one flush, not
+an upload of table files), and a store that fell behind reads only what it missed.
+
+Names: `<prefix>.changelog.<job id>.<keyspace>.<table>`. The job id is made when a
+checkpoint first runs in partition mode and kept beside its stores, so a new checkpoint never
+meets an old one's changelog; the names do not match the raw topics' pattern.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from shared.kafka_security import client_conf, with_refusal_log
+from shared.kafka_topics import TopicCreator
+
+log = logging.getLogger(__name__)
+TIMEOUT_S = 60.0
+# a store's entry holds a key's row image and more: larger than an event, and RocksDB
+# values have no limit of their own
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+TOPIC_CONFIG = {"max.message.bytes": str(MAX_RECORD_BYTES)}
+
+
+class ChangelogError(Exception):
+    """A changelog write was not made durable, or a changelog could not be read."""
+
+
+def changelog_topic(prefix: str, job_id: str, raw_topic: str) -> str:
+    """The changelog topic of a raw topic `<prefix>.raw.<keyspace>.<table>`."""
+    keyspace, table = raw_topic.rsplit(".", 2)[1:]
+    return f"{prefix}.changelog.{job_id}.{keyspace}.{table}"
+
+
+class Changelogs:
+    """The changelog topics of one job, reached from one process (a Python worker): one
+    idempotent producer and one consumer shared by every store the process opens."""
+
+    def __init__(self, kafka: Mapping[str, str], prefix: str, job_id: str,
+                 replication: int) -> None:
+        self.kafka, self.prefix, self.job_id = dict(kafka), prefix, job_id
+        self._creator = TopicCreator(kafka, 1, replication, TIMEOUT_S)
+        conf = with_refusal_log(client_conf(kafka), log)
+        self._producer = Producer(conf | {
+            "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+            "compression.type": "lz4", "message.max.bytes": MAX_RECORD_BYTES})
+        self.consumer = Consumer(conf | {"group.id": f"casscade-changelog-{job_id}",
+                                          "enable.auto.commit": False})
+        self._lock = threading.Lock()
+        self.delivered: dict[tuple[str, int], int] = {}  # (topic, partition) → next offset
+        self.failed: dict[tuple[str, int], str] = {}
+
+    def ensure(self, raw_partitions: Mapping[str, int]) -> list[str]:
+        """Create the changelog topic of each raw topic (with its partition count) that is
+        missing, in one request, and wait until they take writes; their names."""
+        counts = {changelog_topic(self.prefix, self.job_id, raw): n
+                  for raw, n in raw_partitions.items()}
+        self._creator.ensure_many(list(counts), compacted=True, partitions=counts,
+                                  config=TOPIC_CONFIG)
+        return sorted(counts)
+
+    def partition(self, raw_topic: str, partition: int) -> ChangelogPartition:
+        """The changelog of raw topic partition (raw_topic, partition), its topic made if
+        this is a table the job had not met."""
+        topic = changelog_topic(self.prefix, self.job_id, raw_topic)
+        if topic not in self._creator.known:
+            meta = self.consumer.list_topics(raw_topic, timeout=TIMEOUT_S).topics[raw_topic]
+            self.ensure({raw_topic: len(meta.partitions)})
+        return ChangelogPartition(self, topic, partition)
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        key = (msg.topic(), msg.partition())
+        with self._lock:
+            if err is not None:
+                self.failed.setdefault(key, f"{err.name()}: {err.str()}")
+            else:
+                self.delivered[key] = max(self.delivered.get(key, 0), msg.offset() + 1)
+
+    def write(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
+        """Queue one write for (topic, partition)."""
+        while True:
+            try:
+                self._producer.produce(topic, value, key, partition=partition,
+                                       on_delivery=self._on_delivery)
+                return
+            except BufferError:  # the queue is full: let deliveries drain it
+                self._producer.poll(0.05)
+
+    def flush(self) -> None:
+        """Wait for every queued write's delivery report."""
+        left = self._producer.flush(TIMEOUT_S)
+        if left:
+            raise ChangelogError(f"{left} changelog writes not acknowledged by Kafka "
+                                 f"({self.kafka.get('bootstrap.servers')}) in {TIMEOUT_S:.0f} s")
+
+    def end(self, topic: str, partition: int) -> int:
+        """The high watermark of a changelog partition."""
+        try:
+            return self.consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=TIMEOUT_S, cached=False)[1]
+        except KafkaException as exc:
+            raise ChangelogError(f"changelog {topic}[{partition}]: its end could not be read "
+                                 f"from {self.kafka.get('bootstrap.servers')}: {exc}") from exc
+
+
+class ChangelogPartition:
+    """The changelog of one store (`materializer.store.partition_store.Changelog`)."""
+
+    def __init__(self, logs: Changelogs, topic: str, partition: int) -> None:
+        self.logs, self.topic, self.partition = logs, topic, partition
+        self._end: int | None = None
+
+    def end(self) -> int:
+        """The high watermark of this changelog partition."""
+        self._end = self.logs.end(self.topic, self.partition)
+        return self._end
+
+    def read(self, start: int) -> Iterator[tuple[bytes, bytes | None]]:
+        """The writes from `start` to the end found by `end()`, in order."""
+        end = self.end() if self._end is None else self._end
+        consumer = self.logs.consumer
+        consumer.assign([TopicPartition(self.topic, self.partition, start)])
+        try:
+            offset, last_read = start, time.monotonic()
+            while offset < end:  # compaction leaves gaps: go by offsets, not counts
+                # consume() waits for its count or its timeout: ask for no more than is left
+                msgs = consumer.consume(min(10_000, end - offset), 1.0)
+                if not msgs:
+                    if time.monotonic() - last_read > TIMEOUT_S:
+                        raise ChangelogError(
+                            f"changelog {self.topic}[{self.partition}]: nothing read at offset "
+                            f"{offset} (of {end}) in {TIMEOUT_S:.0f} s")
+                    continue
+                last_read = time.monotonic()
+                for msg in msgs:
+                    if msg.error():
+                        raise ChangelogError(f"changelog {self.topic}[{self.partition}] at "
+                                             f"offset {offset}: {msg.error()}")
+                    offset = msg.offset() + 1
+                    if msg.offset() < end:
+                        yield msg.key(), msg.value()
+        finally:
+            consumer.unassign()
+
+    def write(self, key: bytes, value: bytes | None) -> None:
+        """Queue one write."""
+        self.logs.write(self.topic, self.partition, key, value)
+
+    def flush(self) -> int:
+        """Wait until this partition's writes are durable; the end after them."""
+        self.logs.flush()
+        where = (self.topic, self.partition)
+        with self.logs._lock:
+            failed = self.logs.failed.pop(where, None)
+            end = self.logs.delivered.get(where)
+        if failed is not None:
+            raise ChangelogError(f"changelog {self.topic}[{self.partition}]: a write was "
+                                 f"refused: {failed}")
+        return end if end is not None else self.end()
+
+
+_PROCESS: dict[tuple[Any, ...], Changelogs] = {}
+
+
+@dataclass(frozen=True)
+class ChangelogJob:
+    """What a task needs to reach one job's changelogs (pickled to the executors)."""
+
+    kafka: Mapping[str, str]
+    prefix: str
+    job_id: str
+    replication: int
+
+    def changelogs(self) -> Changelogs:
+        """This process's Changelogs of the job (a Python worker runs many tasks, and keeps
+        one producer and one consumer for them all)."""
+        key = (tuple(sorted(self.kafka.items())), self.prefix, self.job_id, self.replication)
+        logs = _PROCESS.get(key)
+        if logs is None:
+            logs = _PROCESS[key] = Changelogs(self.kafka, self.prefix, self.job_id,
+                                              self.replication)
+        return logs
