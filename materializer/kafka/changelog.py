@@ -71,6 +71,10 @@ class Changelogs:
                                   config=TOPIC_CONFIG)
         return sorted(counts)
 
+    def known(self, topics: frozenset[str]) -> None:
+        """Take `topics` as made and taking writes."""
+        self._creator.known.update(topics)
+
     def partition(self, raw_topic: str, partition: int) -> ChangelogPartition:
         """The changelog of raw topic partition (raw_topic, partition), its topic made if
         this is a table the job had not met."""
@@ -182,6 +186,9 @@ class ChangelogJob:
     prefix: str
     job_id: str
     replication: int
+    # the changelog topics the driver made at start: a worker takes them as made (it would
+    # otherwise read the cluster's whole metadata once per table)
+    made: frozenset[str] = frozenset()
 
     def changelogs(self) -> Changelogs:
         """This process's Changelogs of the job (a Python worker runs many tasks, and keeps
@@ -191,4 +198,5 @@ class ChangelogJob:
         if logs is None:
             logs = _PROCESS[key] = Changelogs(self.kafka, self.prefix, self.job_id,
                                               self.replication)
+            logs.known(self.made)
         return logs

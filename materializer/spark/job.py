@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -224,7 +225,8 @@ def _partition_events(spark: SparkSession, cfg: MaterializerConfig,
                               raw_partitions)
     changelog = ChangelogJob(k.client(), k.topic_prefix, partition_job.job_id(checkpoint),
                              cfg.events.replication_factor)
-    changelog.changelogs().ensure(raw_partitions)  # at once, as the event topics
+    made = changelog.changelogs().ensure(raw_partitions)  # at once, as the event topics
+    changelog = replace(changelog, made=frozenset(made))
     # a local master's stores stay beside the checkpoint (on the driver's disk, which its
     # executors share); a cluster's executors keep them in their own work directories
     root = (partition_job.state_root(checkpoint)
