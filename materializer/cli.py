@@ -211,8 +211,8 @@ def rescale(old_checkpoint: Path, config_file: Path | None,
     if cfg.spark.state_mode == "partition" or partition_job.state_root(old_checkpoint).is_dir():
         raise click.ClickException(
             "rescale refused: it moves Spark's state store to more state partitions; "
-            "spark.state_mode partition keeps one store per raw topic partition and has "
-            "none to move (RUNBOOK \"State without shuffles\")")
+            "spark.state_mode partition keeps one store per raw topic partition: give the "
+            "raw topics more partitions with `casscade materializer reshard`")
     try:
         old = read_old_checkpoint(old_checkpoint)
         check_rescale(old, Path(cfg.spark.checkpoint), cfg.spark.shuffle_partitions)
@@ -226,6 +226,41 @@ def rescale(old_checkpoint: Path, config_file: Path | None,
         raise click.ClickException(f"rescale refused: {exc}") from exc
     finally:
         job.close_session(spark, archive)
+    click.echo(json.dumps(report, indent=1))
+
+
+@materializer.command()
+@click.option("--partitions", required=True, type=click.IntRange(min=1),
+              help="The partition count every raw topic gets (at least its count now).")
+@click.option("--partitioner", default="consistent_random", show_default=True,
+              help="The publishers' producer partitioner (librdkafka's `partitioner`: "
+                   "consistent_random, murmur2_random, ...).")
+@_CONFIG
+@_SET
+def reshard(partitions: int, partitioner: str, config_file: Path | None,
+            overrides: tuple[str, ...]) -> None:
+    """Give the raw topics more partitions, moving a stopped spark.state_mode partition
+    job's stores with their keys (spark.checkpoint is kept): no state lost, no event.
+
+    First stop the publishers and run the job with --available-now to the end of the raw
+    topics (refused otherwise: records left in an old partition would meet a moved state).
+    Then this writes every store's entries to new changelog topics at their keys' new
+    partitions, adds the partitions to the raw topics, and records both in the checkpoint;
+    start the publishers (with kafka.partitions as given here, for new tables) and the job.
+    Prints a JSON summary, with the old changelog topics to delete.
+    """
+    from materializer.rescale import RescaleRefused
+    from materializer.spark.partition_reshard import reshard as reshard_stores
+    from shared.logs import setup_logging
+
+    cfg = _config(config_file, overrides)
+    setup_logging(cfg.log.level, cfg.log.format)
+    try:
+        report = reshard_stores(cfg.kafka.client(), cfg.kafka.topic_prefix,
+                                Path(cfg.spark.checkpoint), partitions, partitioner,
+                                cfg.events.replication_factor)
+    except (RescaleRefused, ValueError) as exc:
+        raise click.ClickException(f"reshard refused: {exc}") from exc
     click.echo(json.dumps(report, indent=1))
 
 

@@ -73,9 +73,10 @@ class SparkSettings:
     # RocksDB per raw topic partition (beside the checkpoint on a local master, in each
     # executor's work directory on a cluster) with a compacted Kafka changelog topic per raw
     # topic that rebuilds a store wherever its partition's task runs next; raw topics want a
-    # multiple of the cores as partitions; no rescale; a TTL expiry in a Kafka partition
-    # with no writes waits for the publishers' next heartbeat (deploy/RUNBOOK.md "State
-    # without shuffles"). Fixed for the life of a checkpoint.
+    # multiple of the cores as partitions (more later: `materializer reshard`, offline); a
+    # TTL expiry in a Kafka partition with no writes waits for the publishers' next
+    # heartbeat (deploy/RUNBOOK.md "State without shuffles"). Fixed for the life of a
+    # checkpoint.
     state_mode: str = "spark"
     # partition mode: the raw topic partitions of a micro-batch are coalesced, without a
     # shuffle, into at most this many tasks; each task costs a start of its own, which 80

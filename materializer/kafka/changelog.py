@@ -31,7 +31,10 @@ TIMEOUT_S = 60.0
 # a store's entry holds a key's row image and more: larger than an event, and RocksDB
 # values have no limit of their own
 MAX_RECORD_BYTES = 16 * 1024 * 1024
-TOPIC_CONFIG = {"max.message.bytes": str(MAX_RECORD_BYTES)}
+# tombstones stay a day (Kafka's default, set here so a broker default does not shorten it):
+# the stores catch up only within half of it (partition_store.CATCH_UP_WITHIN_MS)
+TOPIC_CONFIG = {"max.message.bytes": str(MAX_RECORD_BYTES),
+                "delete.retention.ms": str(24 * 3600 * 1000)}
 
 
 class ChangelogError(Exception):

@@ -19,8 +19,8 @@ TTL expiry: a task fires the due expiries of every store it opens, and the publi
 heartbeats (`shared.heartbeat`, skipped here before any merge) give every partition a
 record every few seconds, so an idle partition's expiries wait about that long.
 
-What it does not do yet: re-shard its state when a raw topic gains partitions (the job
-refuses; deploy/RUNBOOK.md "State without shuffles").
+Raw topics that gain partitions: the job refuses to start until `casscade materializer
+reshard` has moved the stores with their keys (`materializer.spark.partition_reshard`).
 """
 
 from __future__ import annotations
@@ -89,6 +89,11 @@ def _pack_entry(blob: bytes, schema_hash: str, timer_ms: int | None) -> bytes:
 
 def _page_key(page: int, pk: bytes) -> bytes:
     return _P + struct.pack(">q", page) + pk
+
+
+def partition_key_of(entry_key: bytes) -> bytes:
+    """The partition key (Kafka record key) of a store entry: a key's entry or a page."""
+    return entry_key[1:] if entry_key[:1] == _S else entry_key[9:]
 
 
 class TaskStores:
@@ -336,7 +341,8 @@ def check_start(checkpoint: Path, started: bool, partitions: dict[str, int]) -> 
             f"{where}: raw topics changed their partition count since their state was "
             f"written, so their keys moved between partition stores: "
             + ", ".join(f"{t} {a} -> {b}" for t, (a, b) in sorted(grown.items()))
-            + "; replay them into a new checkpoint (RUNBOOK \"State without shuffles\")")
+            + "; give every raw topic its new count with `casscade materializer reshard`, "
+            "which moves the stores with their keys (RUNBOOK \"State without shuffles\")")
     known_file.write_text(json.dumps(known | partitions, sort_keys=True))
 
 

@@ -42,7 +42,11 @@ _BATCH = struct.Struct(">q")
 _SLOT = struct.Struct(">I")
 _ENTRY, _COPY, _EXPIRY, _META = b"e", b"c", b"x", b"m"
 _NEWEST = _META + b"newest-batch"
-_MARK = b"l"  # (local only) the changelog end this store matched when it last closed
+_MARK = b"l"  # (local only) the changelog end this store matched when it last closed, and when
+_MARK_VALUE = struct.Struct(">qq")  # changelog end, wall clock ms
+# a store whose mark is older than this is rebuilt, not caught up: compaction may have
+# dropped the tombstones (kept delete.retention.ms, a day by default) of keys it still holds
+CATCH_UP_WITHIN_MS = 12 * 3600 * 1000
 _FIRED_NOT = -1  # an expiry index entry not fired yet
 
 
@@ -182,7 +186,7 @@ class PartitionStore:
         """Bring the local store to the changelog's end; how many writes that read."""
         end = changelog.end()
         raw = self._db.get(_MARK)
-        mark = None if raw is None else _BATCH.unpack(raw)[0]
+        mark, marked_ms = (None, 0) if raw is None else _MARK_VALUE.unpack(raw)
         if mark == end:
             return 0
         if mark is not None and mark > end:
@@ -192,7 +196,9 @@ class PartitionStore:
                 "from Kafka (replay the raw topics into a new checkpoint)")
         if mark is None and end == 0:
             return self._seed(changelog)
-        if mark is None:  # new on this machine, or cut short: the changelog has it all
+        if mark is not None and time.time() * 1000 - marked_ms > CATCH_UP_WITHIN_MS:
+            mark = None  # too old to catch up safely
+        if mark is None:  # new on this machine, cut short, or too old: the changelog has it all
             self._db.close()
             shutil.rmtree(self.path)
             self.path.mkdir(parents=True)
@@ -205,7 +211,7 @@ class PartitionStore:
                 self._db.put(key, value)
             count += 1
         # a warning: in steady state a store stays where its partition's task runs
-        log.warning(f"{self.path}: {'caught up' if mark else 'rebuilt'} from its changelog "
+        log.warning(f"{self.path}: {'rebuilt' if mark is None else 'caught up'} from its changelog "
                  f"({count} writes from position {mark or 0} to {end}, "
                  f"{time.monotonic() - started:.2f} s)")
         return count
@@ -241,7 +247,8 @@ class PartitionStore:
         the changelog's end as the store's mark, and close the RocksDB."""
         try:
             if self._log is not None:
-                self._db.put(_MARK, _BATCH.pack(self._log.flush()))
+                self._db.put(_MARK, _MARK_VALUE.pack(self._log.flush(),
+                                                     int(time.time() * 1000)))
             self._db.flush()
         finally:
             self._db.close()
@@ -324,6 +331,18 @@ class PartitionStore:
     def estimated_keys(self) -> int:
         """RocksDB's estimate of the keys it holds (entries, digests, index)."""
         return int(self._db.property_int_value("rocksdb.estimate-num-keys") or 0)
+
+
+def owner_of(raw_key: bytes) -> tuple[str, bytes] | None:
+    """What a store's RocksDB key (as its changelog holds it) belongs to: ("entry", the
+    entry's key) or ("expiry", the key whose expiry it indexes); None for the store's own
+    records (its newest batch), which every store has."""
+    kind = raw_key[:1]
+    if kind == _ENTRY:
+        return "entry", raw_key[1:]
+    if kind == _EXPIRY:
+        return "expiry", raw_key[1 + _BATCH.size:]
+    return None
 
 
 def partition_path(root: Path, topic: str, partition: int) -> Path:

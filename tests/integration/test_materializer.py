@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
+import zlib
 from collections import defaultdict
 from pathlib import Path
 
@@ -329,6 +330,63 @@ def test_partition_stores_lost_with_their_machine_are_rebuilt_from_their_changel
     assert "rebuilt from its changelog" in second, second[-2000:]
     assert re.search(r"materializer run ended.*stores_restored=[1-9]", second), second[-2000:]
     assert {t: len(read_events(stack.bootstrap_servers, t)) for t in topics} == before
+    _compare(stack, cql, workload, out)
+
+
+def _reshard(stack, prefix: str, checkpoint: Path, partitions: int
+             ) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "casscade.cli", "materializer", "reshard", "--partitions",
+         str(partitions), "--set", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
+         "--set", f"kafka.topic_prefix={prefix}", "--set", f"spark.checkpoint={checkpoint}",
+         "--set", "log.format=text"], capture_output=True, text=True, timeout=300)
+
+
+def test_reshard_moves_partition_stores_with_their_keys(stack, cql, workload) -> None:
+    """Raw topics of 3 partitions, drained by the partition-mode job, resharded to 5: every
+    change published again (copies, which librdkafka's partitioner now puts at crc32(key)
+    % 5) adds no event and the events still equal SELECT, so each key's state moved to the
+    store its records reach now. A reshard with records not yet processed is refused."""
+    prefix, work, ks = workload["prefix"], workload["work"], workload["ks"]
+    out = f"s{uuid.uuid4().hex[:8]}"
+    copy_raw(stack, prefix, out, 1, seed=14)
+    checkpoint = work / "ckpt-reshard"
+    log = work / "reshard.log"
+    job = materializer_command(stack, out, checkpoint, "spark.state_mode=partition")
+    run_materializer(job, log)
+    topics = [f"{out}.{ks}.{name}" for name in ("r", "ctr")]
+    events = {t: len(read_events(stack.bootstrap_servers, t)) for t in topics}
+    copy_raw(stack, prefix, out, 1, seed=14)  # not processed yet
+    refused = _reshard(stack, out, checkpoint, 5)
+    assert refused.returncode == 1 and "raw records not processed yet" in refused.stderr, \
+        refused.stderr[-2000:]
+    run_materializer(job, log)
+    done = _reshard(stack, out, checkpoint, 5)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    raw = {f"{out}.raw.{ks}.{name}" for name in ("r", "ctr")}
+    assert raw <= set(report["raw_topics"]) and all(
+        report["raw_topics"][t] == [3, 5] for t in raw), report
+    admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
+    meta = admin.list_topics(timeout=10).topics
+    assert all(len(meta[t].partitions) == 5 for t in raw)
+    assert all(len(meta[t.replace(".raw.", f".changelog.{report['job_id']}.")].partitions) == 5
+               for t in raw)
+    ends: dict[str, dict[int, int]] = {t: {} for t in raw}
+    for t in raw:
+        for m in read_to_end(stack.bootstrap_servers, t):
+            ends[t][m.partition()] = m.offset() + 1
+    copy_raw(stack, prefix, out, 1, seed=15)  # every change again, to the new partitions
+    placed = set()
+    for t in raw:  # librdkafka placed them as the reshard placed their keys' state
+        new = [m for m in read_to_end(stack.bootstrap_servers, t)
+               if m.offset() >= ends[t].get(m.partition(), 0)]
+        assert new and all(m.partition() == zlib.crc32(m.key()) % 5 for m in new), t
+        placed |= {m.partition() for m in new}
+    assert placed & {3, 4}, placed  # some keys moved to the new partitions
+    run_materializer(job, log)
+    assert "rebuilt from its changelog" in log.read_text()
+    assert {t: len(read_events(stack.bootstrap_servers, t)) for t in topics} == events
     _compare(stack, cql, workload, out)
 
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from materializer.store import partition_store
 from materializer.store.partition_store import (
     ChangelogBehind,
     PartitionStore,
@@ -200,6 +201,22 @@ def test_a_new_machine_rebuilds_a_store_and_an_old_one_catches_up(tmp_path) -> N
     s = PartitionStore(a, 3, 0, 0, changelog)  # the first machine reads what it missed only
     assert s.restored == 3  # batch 1's newest mark, its write, batch 2's newest mark
     assert [s.get(k) for k in KEYS] == [b"v1"] + [b"v0"] * (len(KEYS) - 1)
+    s.close()
+
+
+def test_a_store_left_too_long_is_rebuilt_not_caught_up(tmp_path, monkeypatch) -> None:
+    """Compaction drops a deleted key's tombstone after a while: a store that old could
+    keep the key, so it is rebuilt whole."""
+    changelog = ListChangelog()
+    s = PartitionStore(tmp_path / "a", 0, 0, 0, changelog)
+    s.put(b"k", b"v0")
+    s.close()
+    s = PartitionStore(tmp_path / "b", 1, 0, 0, changelog)
+    s.put(b"k", None)
+    s.close()
+    monkeypatch.setattr(partition_store, "CATCH_UP_WITHIN_MS", -1)
+    s = PartitionStore(tmp_path / "a", 2, 0, 0, changelog)
+    assert s.restored == 4 and s.get(b"k") is None  # all four writes, not the two it missed
     s.close()
 
 

@@ -1,0 +1,153 @@
+"""Re-sharding a stopped partition-mode job's stores for raw topics with more partitions
+(`casscade materializer reshard`): every key's store entries move to the store of the
+partition its raw records go to now, through a new set of changelog topics.
+
+Why offline, after a drain: a key's raw records go to partition crc32(key) % n (the
+publishers' partitioner); once n changes, its new records go elsewhere, while records
+already in the old partition would still be read by the old partition's task. With the
+publishers stopped and the job run to the end of the raw topics, there are no such records,
+so each key's state can move in one step, and no event is emitted or lost by the move.
+
+The steps, each safe to run again if one fails: the new changelog topics (a new job id)
+take every store's entries at their new partitions; the raw topics gain partitions; the
+checkpoint's records name the new job id and partition counts; this machine's old stores
+go (they are rebuilt from the new changelogs where tasks run). The old changelog topics are
+left for the operator to delete.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from materializer.kafka.changelog import changelog_topic
+from materializer.rescale import RescaleRefused, last_commit, parse_offset_log
+from materializer.spark import partition_job
+from materializer.spark.job import raw_topic_pattern
+from materializer.store.partition_store import owner_of
+from shared.partitioner import partitioner as partition_function
+
+log = logging.getLogger(__name__)
+
+
+def committed_offsets(checkpoint: Path) -> dict[str, dict[int, int]]:
+    """The raw offsets the last committed micro-batch ended at; refused while a batch is
+    planned but not committed (the job runs, or stopped mid-batch)."""
+    batch = last_commit(checkpoint)
+    if batch is None:
+        raise RescaleRefused(f"{checkpoint}: no committed micro-batch")
+    planned = max(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
+    if planned != batch:
+        raise RescaleRefused(f"{checkpoint}: micro-batch {planned} is planned but not committed "
+                             "(stop the job, then run it with --available-now to its end)")
+    _conf, sources = parse_offset_log((checkpoint / "offsets" / str(batch)).read_text())
+    return {t: {int(p): int(o) for p, o in parts.items()}
+            for t, parts in (sources[0] or {}).items()}
+
+
+def undrained(ends: dict[str, dict[int, int]], done: dict[str, dict[int, int]]
+              ) -> dict[str, int]:
+    """Raw records not yet processed, per topic (`ends`: each partition's end offset)."""
+    left = {t: sum(max(0, end - done.get(t, {}).get(p, 0)) for p, end in parts.items())
+            for t, parts in ends.items()}
+    return {t: n for t, n in left.items() if n}
+
+
+def reshard_entries(entries: dict[int, dict[bytes, bytes]], partitions: int,
+                    partition_of: Any) -> dict[int, dict[bytes, bytes]]:
+    """The stores' writes (old partition → key → value, as their changelogs end) laid out
+    for `partitions` partitions: each entry and expiry at its key's partition, each store's
+    own records (its newest batch) in every new store, the newest one kept."""
+    out: dict[int, dict[bytes, bytes]] = defaultdict(dict)
+    shared: dict[bytes, bytes] = {}
+    for store in entries.values():
+        for key, value in store.items():
+            owner = owner_of(key)
+            if owner is None:
+                shared[key] = max(shared.get(key, value), value)  # big-endian batch ids
+                continue
+            kind, inner = owner
+            pk = partition_job.partition_key_of(inner) if kind == "entry" else inner
+            out[partition_of(pk, partitions)][key] = value
+    for p in range(partitions):
+        out[p].update(shared)
+    return dict(out)
+
+
+def reshard(kafka: dict[str, str], prefix: str, checkpoint: Path, partitions: int,
+            partitioner: str, replication: int) -> dict[str, Any]:
+    """Move a stopped, drained partition-mode checkpoint's stores to raw topics of
+    `partitions` partitions (RescaleRefused when it may not); a report of what moved."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    from materializer.kafka.changelog import Changelogs
+    from shared.kafka_topics import read_to_end
+
+    root = partition_job.state_root(checkpoint)
+    counts_file = root / "partitions.json"
+    if not counts_file.is_file() or not (root / "changelog.json").is_file():
+        raise RescaleRefused(f"{checkpoint}: not a checkpoint of spark.state_mode partition "
+                             "with changelogs (run the job on it first)")
+    partition_of = partition_function(partitioner)
+    known: dict[str, int] = json.loads(counts_file.read_text())
+    fewer = {t: n for t, n in known.items() if n > partitions}
+    if fewer:
+        raise RescaleRefused(f"raw topics with more than {partitions} partitions (Kafka "
+                             f"cannot take partitions away): {fewer}")
+    admin = AdminClient(kafka)
+    current = partition_job.raw_partition_counts(kafka, raw_topic_pattern(prefix))
+    ends = _ends(kafka, current)
+    left = undrained(ends, committed_offsets(checkpoint))
+    if left:
+        raise RescaleRefused(f"raw records not processed yet: {left}; stop the publishers, "
+                             "run the job with --available-now to its end, then reshard")
+    old_id = partition_job.job_id(checkpoint)
+    new_id = uuid.uuid4().hex[:12]
+    new_logs = Changelogs(kafka, prefix, new_id, replication)
+    new_logs.ensure({t: partitions for t in known})
+    moved = 0
+    for topic, n in sorted(known.items()):
+        old = changelog_topic(prefix, old_id, topic)
+        entries: dict[int, dict[bytes, bytes]] = defaultdict(dict)
+        for msg in read_to_end(kafka, old):
+            if msg.value() is None:
+                entries[msg.partition()].pop(msg.key(), None)
+            else:
+                entries[msg.partition()][msg.key()] = msg.value()
+        new = changelog_topic(prefix, new_id, topic)
+        for p, writes in reshard_entries(entries, partitions, partition_of).items():
+            for key, value in writes.items():
+                new_logs.write(new, p, key, value)
+                moved += 1
+        new_logs.flush()
+        log.info("store entries moved", extra={"topic": topic, "from_partitions": n,
+                                               "to_partitions": partitions})
+    grow = {t: NewPartitions(t, partitions) for t, n in current.items() if n < partitions}
+    for future in (admin.create_partitions(list(grow.values())).values() if grow else ()):
+        future.result(timeout=60)
+    (root / "changelog.json").write_text(json.dumps({"job_id": new_id}))
+    counts_file.write_text(json.dumps({t: partitions for t in known} | {
+        t: partitions for t in current}, sort_keys=True))
+    for store_dir in (d for d in root.iterdir() if d.is_dir()):
+        shutil.rmtree(store_dir)  # rebuilt from the new changelogs where tasks run
+    return {"raw_topics": {t: [n, partitions] for t, n in sorted(known.items())},
+            "entries_written": moved, "job_id": new_id,
+            "old_changelog_topics": [changelog_topic(prefix, old_id, t) for t in sorted(known)]}
+
+
+def _ends(kafka: dict[str, str], counts: dict[str, int]) -> dict[str, dict[int, int]]:
+    """Each raw topic partition's end offset."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(kafka | {"group.id": f"casscade-reshard-{uuid.uuid4().hex[:8]}",
+                                 "enable.auto.commit": False})
+    try:
+        return {t: {p: consumer.get_watermark_offsets(TopicPartition(t, p), timeout=30)[1]
+                    for p in range(n)} for t, n in counts.items()}
+    finally:
+        consumer.close()

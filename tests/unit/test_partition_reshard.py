@@ -1,0 +1,49 @@
+"""Re-sharding partition stores (pure parts): where each store write goes for a new
+partition count, and what a drain check counts as not processed."""
+
+from __future__ import annotations
+
+import struct
+
+from materializer.spark.partition_reshard import reshard_entries, undrained
+from shared.partitioner import crc32_partition
+
+NEWEST = b"mnewest-batch"
+
+
+def _entry(pk: bytes) -> bytes:
+    return b"e" + b"s" + pk
+
+
+def _page(pk: bytes, page: int) -> bytes:
+    return b"e" + b"p" + struct.pack(">q", page) + pk
+
+
+def _expiry(pk: bytes, at_ms: int) -> bytes:
+    return b"x" + struct.pack(">q", at_ms) + pk
+
+
+def test_each_write_goes_to_its_keys_new_partition_and_the_newest_batch_to_all() -> None:
+    keys = [struct.pack(">i", i) for i in range(40)]
+    old = {p: {NEWEST: struct.pack(">q", 7 + p)} for p in range(2)}
+    for pk in keys:
+        store = old[crc32_partition(pk, 2)]
+        store[_entry(pk)] = b"state of " + pk
+        store[_page(pk, 3)] = b"page of " + pk
+        store[_expiry(pk, 1_000)] = b"timer"
+    new = reshard_entries(old, 5, crc32_partition)
+    assert sorted(new) == [0, 1, 2, 3, 4]
+    for pk in keys:
+        home = new[crc32_partition(pk, 5)]
+        assert home[_entry(pk)] == b"state of " + pk and home[_page(pk, 3)] == b"page of " + pk
+        assert home[_expiry(pk, 1_000)] == b"timer"
+        assert all(_entry(pk) not in s for p, s in new.items() if s is not home)
+    assert {s[NEWEST] for s in new.values()} == {struct.pack(">q", 8)}  # the newest of all
+    assert sum(len(s) for s in new.values()) == 3 * len(keys) + 5
+
+
+def test_records_past_the_committed_offsets_are_not_drained() -> None:
+    ends = {"p.raw.ks.t": {0: 10, 1: 4}, "p.raw.ks.u": {0: 0}}
+    assert undrained(ends, {"p.raw.ks.t": {0: 10, 1: 4}}) == {}
+    assert undrained(ends, {"p.raw.ks.t": {0: 8, 1: 4}}) == {"p.raw.ks.t": 2}
+    assert undrained({"p.raw.ks.v": {0: 3}}, {}) == {"p.raw.ks.v": 3}
