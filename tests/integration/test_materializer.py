@@ -87,7 +87,7 @@ def _compare(stack, cql, workload, prefix: str) -> None:
         table = workload["tables"][name]
         events = read_events(stack.bootstrap_servers, f"{prefix}.{workload['ks']}.{name}")
         got, want = final_rows(events), oracle_rows(cql, table)
-        assert len(want) >= 5
+        assert len(want) >= 3  # the counter table draws from a handful of keys
         for key in sorted(got.keys() | want.keys()):
             if got.get(key) != want.get(key):
                 problems.append(f"{name} {key}: events {canonical(got.get(key))} != "
@@ -476,7 +476,7 @@ def test_avro_events_decode_to_what_cassandra_returns(stack, cql, workload, subm
             events.append((m.partition(), m.offset(),
                            avro_as_json(decode(m.key(), schemas), writer.key_schema), value))
         got, want = final_rows(events), oracle_rows(cql, workload["tables"][name])
-        assert len(want) >= 5
+        assert len(want) >= 3  # the counter table draws from a handful of keys
         differ = [k for k in got.keys() | want.keys() if got.get(k) != want.get(k)]
         assert not differ, f"{name}: {len(differ)} keys differ, e.g. {differ[0]}: " \
                            f"{got.get(differ[0])} != {want.get(differ[0])}"
