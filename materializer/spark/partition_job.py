@@ -260,12 +260,14 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
 
 def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], schema_topic: str,
            settings: EventSettings, page_rows: int = DEFAULT_PAGE_ROWS, window_s: int = 0,
-           tasks: int = 0, changelog: ChangelogJob | None = None) -> DataFrame:
+           tasks: int = 0, changelog: ChangelogJob | None = None,
+           made_topics: frozenset[str] = frozenset()) -> DataFrame:
     """The events (topic, key, value) of `raw` (the Kafka source's rows), with the copy
     counts as the query's observed metrics METRICS; the stores under `root` (None: in each
     executor's work directory); `tasks` > 0: the source's partitions (one per raw topic
     partition with records) coalesced into at most that many tasks; `changelog`: the
-    stores' changelogs (None: local stores only).
+    stores' changelogs (None: local stores only); `made_topics`: the event topics the driver
+    made at start (`processor.key_handler`).
 
     Why coalesce: every task costs the same start (its Python function, Arrow streams, a
     handler) whatever it reads, so 20 tables of 4 partitions each paid it 80 times a
@@ -277,7 +279,7 @@ def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], schema_topi
     from materializer.spark.processor import key_handler
 
     def handler_for() -> KeyHandler:
-        return key_handler(kafka, schema_topic, settings, page_rows)
+        return key_handler(kafka, schema_topic, settings, page_rows, made_topics)
 
     if root is not None:
         root.mkdir(parents=True, exist_ok=True)

@@ -99,10 +99,16 @@ def _topics(kafka: dict[str, str], settings: EventSettings) -> TopicCreator:
 
 
 def key_handler(kafka: dict[str, str], schema_topic: str, settings: EventSettings,
-                page_rows: int = DEFAULT_PAGE_ROWS) -> KeyHandler:
+                page_rows: int = DEFAULT_PAGE_ROWS, made: frozenset[str] = frozenset()
+                ) -> KeyHandler:
     """A KeyHandler over the Python worker's shared schema cache, topic creator and schema
-    publisher (for this processor, and for any other Spark function that merges)."""
-    return KeyHandler(_cache(kafka, schema_topic), settings, _topics(kafka, settings).ensure,
+    publisher (for this processor, and for any other Spark function that merges); `made`:
+    the event topics the driver made at start, which the worker takes as made (it would
+    otherwise read the cluster's whole metadata and probe each one's partitions once per
+    table it meets)."""
+    creator = _topics(kafka, settings)
+    creator.known.update(made)
+    return KeyHandler(_cache(kafka, schema_topic), settings, creator.ensure,
                       _publisher(kafka, settings), page_rows)
 
 
@@ -227,8 +233,10 @@ class MaterializeProcessor(StatefulProcessor):
     """Merges the raw records of every partition key of one bucket into its own state."""
 
     def __init__(self, kafka: dict[str, str], schema_topic: str, settings: EventSettings,
-                 batched_state: bool = True, page_rows: int = DEFAULT_PAGE_ROWS) -> None:
+                 batched_state: bool = True, page_rows: int = DEFAULT_PAGE_ROWS,
+                 made_topics: frozenset[str] = frozenset()) -> None:
         self.kafka = kafka  # librdkafka settings of the worker's own clients
+        self.made_topics = made_topics  # event topics the driver made (key_handler)
         self.schema_topic = schema_topic
         self.settings = settings
         self.batched_state = batched_state  # pipelined state calls (PySpark internals)
@@ -247,7 +255,7 @@ class MaterializeProcessor(StatefulProcessor):
             state_batch.install_schema_cache()
             state_batch.install_fast_row_decode()
         self.handler = key_handler(self.kafka, self.schema_topic, self.settings,
-                                   self.page_rows)
+                                   self.page_rows, self.made_topics)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row],
                         timerValues: TimerValues) -> Iterator[Row]:

@@ -89,6 +89,7 @@ def publish(bootstrap: str, prefix: str, schemas: list[TableSchema], seed: int =
 def test_bench_many_tables(stack, tmp_path: Path) -> None:
     """Changes/s per core with 1, 20 and 100 tables, each mode beside Spark's Kafka floor."""
     results: dict[tuple[str, int], float] = {}
+    steadies: dict[tuple[str, int], float] = {}  # over the batches after the first
     for count in COUNTS:
         schemas = tables(count)
         for mode in MODES:
@@ -112,7 +113,11 @@ def test_bench_many_tables(stack, tmp_path: Path) -> None:
                     f"{per_core:,.0f} changes/s per core")
             if len(progress) > 1:
                 rows = sum(n for n, _ in progress[1:])
-                line += f"; steady {rows / 3 / steady / CORES:,.0f} per core"
+                steadies[(mode, count)] = rows / 3 / steady / CORES
+                line += f"; steady {steadies[(mode, count)]:,.0f} per core"
+                floor_steady = steadies.get(("kafka-floor", count))
+                if floor_steady and "floor" not in mode:
+                    line += f" ({steadies[(mode, count)] / floor_steady:.0%} of the floor's)"
             one, floor = results.get((mode, COUNTS[0])), results.get(("kafka-floor", count))
             if one and count != COUNTS[0]:
                 line += f"; {per_core / one:.0%} of {COUNTS[0]} table(s)"
