@@ -17,11 +17,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 
 from shared.kafka_security import client_conf, with_refusal_log
 from shared.kafka_topics import TopicCreator
@@ -65,27 +66,49 @@ class Changelogs:
         self.delivered: dict[tuple[str, int], int] = {}  # (topic, partition) → next offset
         self.failed: dict[tuple[str, int], str] = {}
 
-    def ensure(self, raw_partitions: Mapping[str, int]) -> list[str]:
+    def ensure(self, raw_partitions: Mapping[str, int]) -> dict[str, int]:
         """Create the changelog topic of each raw topic (with its partition count) that is
-        missing, in one request, and wait until they take writes; their names."""
+        missing, in one request, and wait until they take writes; their partition counts
+        by name."""
         counts = {changelog_topic(self.prefix, self.job_id, raw): n
                   for raw, n in raw_partitions.items()}
         self._creator.ensure_many(list(counts), compacted=True, partitions=counts,
                                   config=TOPIC_CONFIG)
-        return sorted(counts)
+        return counts
 
-    def known(self, topics: frozenset[str]) -> None:
+    def known(self, topics: Iterable[str]) -> None:
         """Take `topics` as made and taking writes."""
         self._creator.known.update(topics)
 
-    def partition(self, raw_topic: str, partition: int) -> ChangelogPartition:
+    def partition(self, raw_topic: str, partition: int,
+                  ends: Mapping[tuple[str, int], int] | None = None) -> ChangelogPartition:
         """The changelog of raw topic partition (raw_topic, partition), its topic made if
-        this is a table the job had not met."""
+        this is a table the job had not met; `ends`: changelog ends read for the whole task
+        (`ends()`), its first end() taken from there if it is in."""
         topic = changelog_topic(self.prefix, self.job_id, raw_topic)
         if topic not in self._creator.known:
             meta = self.consumer.list_topics(raw_topic, timeout=TIMEOUT_S).topics[raw_topic]
             self.ensure({raw_topic: len(meta.partitions)})
-        return ChangelogPartition(self, topic, partition)
+        return ChangelogPartition(self, topic, partition, (ends or {}).get((topic, partition)))
+
+    def ends(self, topics: Mapping[str, int]) -> dict[tuple[str, int], int]:
+        """The high watermark of every partition of `topics` (name → partition count), in
+        one request per broker. Why at once: a process's first look at a topic's partition
+        asks for the topic's metadata first, one topic after the other, and a task of the
+        first micro-batch over many tables met each of them for the first time."""
+        if not topics:
+            return {}
+        wanted = {TopicPartition(t, p): OffsetSpec.latest()
+                  for t, n in topics.items() for p in range(n)}
+        ends: dict[tuple[str, int], int] = {}
+        try:
+            futures = self._creator.admin.list_offsets(wanted, request_timeout=TIMEOUT_S)
+            for tp, future in futures.items():
+                ends[(tp.topic, tp.partition)] = future.result(timeout=TIMEOUT_S).offset
+        except KafkaException as exc:
+            raise ChangelogError(f"the changelogs' ends could not be read from "
+                                 f"{self.kafka.get('bootstrap.servers')}: {exc}") from exc
+        return ends
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
         key = (msg.topic(), msg.partition())
@@ -125,13 +148,18 @@ class Changelogs:
 class ChangelogPartition:
     """The changelog of one store (`materializer.store.partition_store.Changelog`)."""
 
-    def __init__(self, logs: Changelogs, topic: str, partition: int) -> None:
+    def __init__(self, logs: Changelogs, topic: str, partition: int,
+                 end: int | None = None) -> None:
         self.logs, self.topic, self.partition = logs, topic, partition
         self._end: int | None = None
+        self._known_end = end  # read for the task before this partition's first look
 
     def end(self) -> int:
         """The high watermark of this changelog partition."""
-        self._end = self.logs.end(self.topic, self.partition)
+        if self._known_end is not None:
+            self._end, self._known_end = self._known_end, None
+        else:
+            self._end = self.logs.end(self.topic, self.partition)
         return self._end
 
     def read(self, start: int) -> Iterator[tuple[bytes, bytes | None]]:
@@ -189,9 +217,10 @@ class ChangelogJob:
     prefix: str
     job_id: str
     replication: int
-    # the changelog topics the driver made at start: a worker takes them as made (it would
-    # otherwise read the cluster's whole metadata once per table)
-    made: frozenset[str] = frozenset()
+    # the changelog topics the driver made at start, with their partition counts: a worker
+    # takes them as made (it would otherwise read the cluster's whole metadata once per
+    # table), and a task reads all their ends at once (Changelogs.ends)
+    made: Mapping[str, int] = field(default_factory=dict)
 
     def changelogs(self) -> Changelogs:
         """This process's Changelogs of the job (a Python worker runs many tasks, and keeps

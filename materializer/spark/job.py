@@ -244,7 +244,7 @@ def _partition_events(spark: SparkSession, cfg: MaterializerConfig,
     changelog = ChangelogJob(k.client(), k.topic_prefix, partition_job.job_id(checkpoint),
                              cfg.events.replication_factor)
     made = changelog.changelogs().ensure(raw_partitions)  # at once, as the event topics
-    changelog = replace(changelog, made=frozenset(made))
+    changelog = replace(changelog, made=made)
     # a local master's stores stay beside the checkpoint (on the driver's disk, which its
     # executors share); a cluster's executors keep them in their own work directories
     root = (partition_job.state_root(checkpoint)

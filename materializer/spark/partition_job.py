@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -101,9 +101,12 @@ class TaskStores:
     each caught up with its changelog in `changelogs` (None: local stores only)."""
 
     def __init__(self, root: Path, batch: int, window_ms: int, now_ms: int,
-                 changelogs: Changelogs | None = None) -> None:
+                 changelogs: Changelogs | None = None,
+                 changelog_topics: Mapping[str, int] | None = None) -> None:
         self.root, self.batch, self.window_ms, self.now_ms = root, batch, window_ms, now_ms
         self.changelogs = changelogs
+        self.changelog_topics = changelog_topics or {}  # their ends are read at first use
+        self._ends: dict[tuple[str, int], int] | None = None
         self.open: dict[tuple[str, int], PartitionStore] = {}
         self.stores_restored = self.writes_restored = 0
 
@@ -111,8 +114,11 @@ class TaskStores:
         """The store of (topic, partition), opened on first use."""
         store = self.open.get((topic, partition))
         if store is None:
-            changelog = (self.changelogs.partition(topic, partition)
-                         if self.changelogs is not None else None)
+            changelog = None
+            if self.changelogs is not None:
+                if self._ends is None:  # every changelog end this task may need, at once
+                    self._ends = self.changelogs.ends(self.changelog_topics)
+                changelog = self.changelogs.partition(topic, partition, self._ends)
             store = self.open[(topic, partition)] = PartitionStore(
                 partition_path(self.root, topic, partition), self.batch, self.window_ms,
                 self.now_ms, changelog)
@@ -199,7 +205,8 @@ def merge_task(root: Path | None, handler_for: Callable[[], KeyHandler], window_
         where = root if root is not None else executor_root(
             changelog.job_id if changelog is not None else "local")
         stores = TaskStores(where, int(batch_id), window_s * 1000, now,
-                            changelog.changelogs() if changelog is not None else None)
+                            changelog.changelogs() if changelog is not None else None,
+                            changelog.made if changelog is not None else None)
         handler = handler_for()
         try:
             yield from merge(batches, stores, handler, now)

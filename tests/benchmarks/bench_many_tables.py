@@ -127,9 +127,12 @@ def test_bench_many_tables(stack, tmp_path: Path) -> None:
             for i, (rows, ms) in enumerate(progress):
                 parts = observed[i].get("partition_state", {}) if i < len(observed) else {}
                 extra = (f", {parts.get('tasks')} tasks, {parts.get('stores_opened')} stores "
-                         f"opened" if parts else "")
+                         f"opened, {parts.get('python_cpu_ms', 0) / 1000:.1f}s of Python CPU"
+                         if parts else "")
+                spans = ", ".join(f"{k} {v / 1000:.1f}s" for k, v in sorted(
+                    details[i].get("durationMs", {}).items()) if v >= 100)
                 print(f"  batch {i}: {rows:,} copies in {ms / 1000:.1f}s, "
-                      f"{_ranges(details[i])} topic-partitions with records{extra}")
+                      f"{_ranges(details[i])} topic-partitions with records{extra} ({spans})")
             if "floor" not in mode:
                 events = sum(1 for t in schemas for m in read_to_end(
                     stack.bootstrap_servers, f"{prefix}.{t.keyspace}.{t.table}")

@@ -106,3 +106,56 @@ def test_a_heartbeat_alone_fires_a_due_expiry_and_is_no_change(tmp_path) -> None
     events, counts = _run(tmp_path, 1, NOW_MS + 20_000, [(0, beat)])
     assert events == [(7, "d")]
     assert (counts["copies_in"], counts["copies_dropped"]) == (0, 0)
+
+
+class _Log:
+    """One changelog partition in memory (partition_store.Changelog)."""
+
+    def __init__(self, end: int | None) -> None:
+        self.writes: list[tuple[bytes, bytes | None]] = []
+        self.handed = end
+
+    def end(self) -> int:
+        return self.handed if self.handed is not None else len(self.writes)
+
+    def read(self, start: int) -> Any:
+        return iter(self.writes[start:])
+
+    def write(self, key: bytes, value: bytes | None) -> None:
+        self.writes.append((key, value))
+
+    def flush(self) -> int:
+        return len(self.writes)
+
+
+class _Logs:
+    """Changelogs in memory, counting how often the task reads their ends."""
+
+    def __init__(self) -> None:
+        self.ends_read: list[dict[str, int]] = []
+        self.opened: dict[tuple[str, int], _Log] = {}
+
+    def ends(self, topics: dict[str, int]) -> dict[tuple[str, int], int]:
+        self.ends_read.append(dict(topics))
+        return {(t, p): 0 for t, n in topics.items() for p in range(n)}
+
+    def partition(self, raw: str, partition: int, ends: Any = None) -> _Log:
+        log = self.opened[(raw, partition)] = _Log((ends or {}).get((f"cl.{raw}", partition)))
+        return log
+
+
+def test_a_task_reads_every_changelog_end_it_may_need_at_once(tmp_path) -> None:
+    """However many stores a task opens, it asks Kafka for the changelogs' ends once, and
+    each store starts from the end read for it."""
+    logs = _Logs()
+    topics = {f"cl.p.raw.shop.t{i}": 2 for i in range(5)}
+    stores = TaskStores(tmp_path, 0, 60_000, NOW_MS, logs, topics)  # type: ignore[arg-type]
+    try:
+        for i in range(5):
+            for p in range(2):
+                stores.get(f"p.raw.shop.t{i}", p)
+    finally:
+        stores.close()
+    assert logs.ends_read == [topics]
+    assert len(logs.opened) == 10
+    assert all(log.handed == 0 for log in logs.opened.values())
