@@ -93,7 +93,9 @@ class SparkSettings:
     # connector_jars; `deploy/local/stack fetch`);
     # provided: spark-submit --packages/--jars supplies it; else a comma-separated jar list
     kafka_jars: str = "auto"
-    conf: dict[str, str] = field(default_factory=dict)  # any other spark.* setting
+    # any other spark.* setting; unset, spark.kafka.consumer.cache.capacity is the raw topic
+    # partitions at start + 64 (Spark's Kafka source keeps a consumer per topic partition)
+    conf: dict[str, str] = field(default_factory=dict)
     # a directory for the driver JVM's class archive (AppCDS: start-up ~7 s shorter; the
     # first run writes it, ~190 MB, at its end); "" off. Not for spark-submit's drivers.
     class_archive_dir: str = ""
