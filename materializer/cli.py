@@ -6,6 +6,7 @@ import json
 import logging
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -162,17 +163,19 @@ def state(config_file: Path | None, overrides: tuple[str, ...], top: int) -> Non
     Reads the last committed micro-batch through Spark's state data source; run it with the
     job stopped, or read it as "as of the last commit".
     """
-    from materializer.spark import job, partition_job
+    from materializer.spark import checkpoint_files, job, partition_job
     from materializer.spark.state_report import state_report
     from shared.logs import setup_logging
 
     cfg = _config(config_file, overrides)
     setup_logging(cfg.log.level, cfg.log.format)
-    if partition_job.state_root(Path(cfg.spark.checkpoint)).is_dir():
+    if cfg.spark.state_mode == "partition" or (
+            not checkpoint_files.is_uri(cfg.spark.checkpoint)
+            and partition_job.state_root(Path(cfg.spark.checkpoint)).is_dir()):
         raise click.ClickException(
-            f"{cfg.spark.checkpoint} was run with spark.state_mode partition: its state is "
-            f"in the RocksDB stores under {partition_job.state_root(cfg.spark.checkpoint)}, "
-            "one per raw topic partition, not in Spark's state store that this reads")
+            f"{cfg.spark.checkpoint} runs with spark.state_mode partition: its state is in "
+            "RocksDB stores, one per raw topic partition, with a Kafka changelog each, not "
+            "in Spark's state store that this reads")
     spark, archive = job.open_session(cfg)
     spark.sparkContext.setLogLevel("ERROR")
     try:
@@ -213,6 +216,8 @@ def rescale(old_checkpoint: Path, config_file: Path | None,
             "rescale refused: it moves Spark's state store to more state partitions; "
             "spark.state_mode partition keeps one store per raw topic partition: give the "
             "raw topics more partitions with `casscade materializer reshard`")
+    # the new checkpoint holds Spark's state store, as the old one does
+    cfg = replace(cfg, spark=replace(cfg.spark, state_mode="spark"))
     try:
         old = read_old_checkpoint(old_checkpoint)
         check_rescale(old, Path(cfg.spark.checkpoint), cfg.spark.shuffle_partitions)
@@ -257,7 +262,7 @@ def reshard(partitions: int, partitioner: str, config_file: Path | None,
     setup_logging(cfg.log.level, cfg.log.format)
     try:
         report = reshard_stores(cfg.kafka.client(), cfg.kafka.topic_prefix,
-                                Path(cfg.spark.checkpoint), partitions, partitioner,
+                                cfg.spark.checkpoint, partitions, partitioner,
                                 cfg.events.replication_factor)
     except (RescaleRefused, ValueError) as exc:
         raise click.ClickException(f"reshard refused: {exc}") from exc

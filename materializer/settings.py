@@ -34,7 +34,7 @@ class KafkaSettings:
         return client_settings(self.bootstrap_servers, self.security)
 
 
-STATE_MODES = ("spark", "partition")
+STATE_MODES = ("auto", "partition", "spark")
 
 
 @dataclass
@@ -46,7 +46,8 @@ class SparkSettings:
 
     master: str = "local[2]"
     app_name: str = "casscade-materializer"
-    checkpoint: Path = Path("/var/lib/casscade/materializer/checkpoint")
+    # a local directory, or a Hadoop file system URI (hdfs://, s3a://, file://) on a cluster
+    checkpoint: str = "/var/lib/casscade/materializer/checkpoint"
     trigger_interval_ms: int = 1000
     # = state partitions, fixed for the life of a checkpoint (`materializer rescale` moves
     # the state to more). 2: each one is a store committed and synced every micro-batch;
@@ -68,16 +69,17 @@ class SparkSettings:
     # batch reads and writes only the pages it can change; may change between runs
     state_page_rows: int = 256
     driver_memory: str = "1g"
-    # where the keys' state lives. spark: transformWithState over key buckets in Spark's
-    # RocksDB state store (two shuffles; `materializer rescale`). partition: no shuffles, a
-    # RocksDB per raw topic partition (beside the checkpoint on a local master, in each
-    # executor's work directory on a cluster) with a compacted Kafka changelog topic per raw
-    # topic that rebuilds a store wherever its partition's task runs next; raw topics want a
-    # multiple of the cores as partitions (more later: `materializer reshard`, offline); a
-    # TTL expiry in a Kafka partition with no writes waits for the publishers' next
-    # heartbeat (deploy/RUNBOOK.md "State without shuffles"). Fixed for the life of a
-    # checkpoint.
-    state_mode: str = "spark"
+    # where the keys' state lives. partition: no shuffles, a RocksDB per raw topic partition
+    # (beside the checkpoint on a local master with a local checkpoint, else in each
+    # executor's work directory) with a compacted Kafka changelog topic per raw topic that
+    # rebuilds a store wherever its partition's task runs next; raw topics want a multiple
+    # of the cores as partitions (more later: `materializer reshard`, offline); a TTL
+    # expiry in a Kafka partition with no writes waits for the publishers' next heartbeat.
+    # spark: transformWithState over key buckets in Spark's RocksDB state store (two
+    # shuffles; `materializer rescale`). auto: the mode the checkpoint was started in, and
+    # partition for a new one. Fixed for the life of a checkpoint (deploy/RUNBOOK.md "State
+    # without shuffles").
+    state_mode: str = "auto"
     # partition mode: the raw topic partitions of a micro-batch are coalesced, without a
     # shuffle, into at most this many tasks; each task costs a start of its own, which 80
     # topic partitions (20 tables) paid 80 times a batch. 0: on a local master as many as
@@ -94,13 +96,17 @@ class SparkSettings:
     # provided: spark-submit --packages/--jars supplies it; else a comma-separated jar list
     kafka_jars: str = "auto"
     # any other spark.* setting; unset, spark.kafka.consumer.cache.capacity is the raw topic
-    # partitions at start + 64 (Spark's Kafka source keeps a consumer per topic partition)
+    # partitions at start + 64 (Spark's Kafka source keeps a consumer per topic partition);
+    # in partition mode, unset spark.locality.wait(.process) is 10s for the process level
+    # (a task waits that long for the executor holding its store before running elsewhere)
     conf: dict[str, str] = field(default_factory=dict)
     # a directory for the driver JVM's class archive (AppCDS: start-up ~7 s shorter; the
     # first run writes it, ~190 MB, at its end); "" off. Not for spark-submit's drivers.
     class_archive_dir: str = ""
 
     def __post_init__(self) -> None:
+        if "://" not in str(self.checkpoint):  # a URI keeps its "//"; a path is tidied
+            self.checkpoint = str(Path(self.checkpoint).expanduser())
         if self.state_mode not in STATE_MODES:
             raise ValueError(f"spark.state_mode must be one of {', '.join(STATE_MODES)}, "
                              f"not {self.state_mode!r}")

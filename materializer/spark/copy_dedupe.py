@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from materializer.spark import checkpoint_files
 from shared.rowupdate import COPY_KEY_SIZE
 
 if TYPE_CHECKING:
@@ -47,16 +48,10 @@ def effective_window(configured_s: int, started: bool, has_dedupe: bool) -> tupl
 def window_for(spark: SparkSession, checkpoint: object, configured_s: int) -> int:
     """The window for a query on `checkpoint` (any Hadoop file system), logged if it is not
     the configured one."""
-    jvm = spark.sparkContext._jvm
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-
-    def exists(relative: str) -> bool:
-        path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/{relative}")
-        return bool(path.getFileSystem(conf).exists(path))
-
-    started = exists("commits/0")
+    files = checkpoint_files.files(spark, str(checkpoint))
+    started = files.exists("commits/0")
     window, warning = effective_window(configured_s, started,
-                                       started and exists(f"state/{DEDUPE_OPERATOR}"))
+                                       started and files.exists(f"state/{DEDUPE_OPERATOR}"))
     if warning:
         log.warning(warning, extra={"checkpoint": str(checkpoint),
                                     "dedupe_window_s": window})

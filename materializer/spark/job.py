@@ -16,8 +16,8 @@ from materializer.handler import EventSettings, event_topic_of_raw
 from materializer.kafka.changelog import ChangelogJob
 from materializer.output.avro_registry import OPEN
 from materializer.output.values import ValueModes
-from materializer.settings import MaterializerConfig
-from materializer.spark import class_archive, copy_dedupe, partition_job
+from materializer.settings import MaterializerConfig, SparkSettings
+from materializer.spark import checkpoint_files, class_archive, copy_dedupe, partition_job
 from materializer.spark.processor import OUTPUT_SCHEMA, MaterializeProcessor, bucket_column
 from shared.heartbeat import HEARTBEAT_BYTE
 from shared.kafka_topics import TopicCreator
@@ -30,6 +30,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 CONSUMER_CACHE = "spark.kafka.consumer.cache.capacity"
 SPARK_CONSUMER_CACHE = 64  # Spark's default capacity
+LOCALITY_WAITS = ("spark.locality.wait", "spark.locality.wait.process")
+# How long a partition-mode task waits for the executor that holds its store (Spark's
+# default for every level: 3 s). Spark's Kafka source spreads topic partitions over the
+# executors by hash, so one executor often has more tasks; after 3 s an idle one took a
+# task and rebuilt its store from the changelog (8.4 s per million keys), and the next
+# batch moved it back. Spark's guide advises a longer wait for stateful queries. The price:
+# when an executor is lost, the batch then running waits this long once before its tasks
+# run elsewhere.
+PARTITION_LOCALITY_WAIT = "10s"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # The source's consumers' fetch.max.wait.ms (Kafka's default 500), unless kafka.consumer sets
 # it. A task's consumer that has read its range to the end of the partition leaves a fetch
@@ -158,7 +167,7 @@ def session(cfg: MaterializerConfig, available_now: bool = False,
         raw = partition_job.raw_partition_counts(cfg.kafka.client(),
                                                  raw_topic_pattern(cfg.kafka.topic_prefix))
         builder = builder.config(CONSUMER_CACHE, str(consumer_cache_capacity(raw)))
-    for key, value in s.conf.items():
+    for key, value in {**scheduling_conf(s), **s.conf}.items():
         builder = builder.config(key, value)
     if archive is not None and archive.options:
         extra = s.conf.get("spark.driver.extraJavaOptions", "")
@@ -167,6 +176,13 @@ def session(cfg: MaterializerConfig, available_now: bool = False,
     spark = builder.getOrCreate()
     _quiet_state_server(spark)
     return spark
+
+
+def scheduling_conf(s: SparkSettings) -> dict[str, str]:
+    """Scheduler settings the state mode needs, unless the user set them (spark.conf)."""
+    if s.state_mode != "spark" and not any(k in s.conf for k in LOCALITY_WAITS):
+        return {"spark.locality.wait.process": PARTITION_LOCALITY_WAIT}
+    return {}
 
 
 def consumer_cache_capacity(raw_partitions: dict[str, int]) -> int:
@@ -194,11 +210,12 @@ def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = Fa
     """Start the query; `available_now` processes what is in Kafka now, then stops;
     `initial_state` seeds a new checkpoint's state in its first micro-batch (rescale)."""
     k = cfg.kafka
+    cfg = with_state_mode(spark, cfg)
     made = frozenset(create_event_topics(cfg))
     if cfg.spark.state_mode == "partition":
         return write_events(_partition_events(spark, cfg, initial_state, made), cfg,
                             available_now)
-    if partition_job.state_root(Path(cfg.spark.checkpoint)).is_dir():
+    if checkpoint_files.files(spark, cfg.spark.checkpoint).exists(partition_job.STATE_DIR):
         raise partition_job.PartitionModeRefused(
             f"checkpoint {cfg.spark.checkpoint} was started with spark.state_mode partition; "
             "the mode of a checkpoint is fixed (start a new one)")
@@ -211,6 +228,18 @@ def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = Fa
               .transformWithState(processor, OUTPUT_SCHEMA, "Append", "ProcessingTime",
                                   initialState=initial_state))
     return write_events(events, cfg, available_now)
+
+
+def with_state_mode(spark: SparkSession, cfg: MaterializerConfig) -> MaterializerConfig:
+    """`cfg` with spark.state_mode "auto" made the checkpoint's own mode (partition for a
+    new checkpoint), logged."""
+    if cfg.spark.state_mode != "auto":
+        return cfg
+    started = partition_job.started_mode(checkpoint_files.files(spark, cfg.spark.checkpoint))
+    mode = started or "partition"
+    log.info("state mode", extra={"state_mode": mode, "checkpoint": str(cfg.spark.checkpoint),
+                                  "why": "the checkpoint's" if started else "a new checkpoint"})
+    return replace(cfg, spark=replace(cfg.spark, state_mode=mode))
 
 
 def create_event_topics(cfg: MaterializerConfig) -> list[str]:
@@ -236,19 +265,19 @@ def _partition_events(spark: SparkSession, cfg: MaterializerConfig,
             "materializer rescale seeds Spark's state store; spark.state_mode partition has "
             "none (RUNBOOK \"State without shuffles\")")
     k = cfg.kafka
-    checkpoint = Path(cfg.spark.checkpoint)
+    files = checkpoint_files.files(spark, cfg.spark.checkpoint)
     raw_partitions = partition_job.raw_partition_counts(k.client(),
                                                         raw_topic_pattern(k.topic_prefix))
-    partition_job.check_start(checkpoint, (checkpoint / "commits" / "0").exists(),
-                              raw_partitions)
-    changelog = ChangelogJob(k.client(), k.topic_prefix, partition_job.job_id(checkpoint),
+    partition_job.check_start(files, files.exists("commits/0"), raw_partitions)
+    changelog = ChangelogJob(k.client(), k.topic_prefix, partition_job.job_id(files),
                              cfg.events.replication_factor)
     made = changelog.changelogs().ensure(raw_partitions)  # at once, as the event topics
     changelog = replace(changelog, made=made)
-    # a local master's stores stay beside the checkpoint (on the driver's disk, which its
-    # executors share); a cluster's executors keep them in their own work directories
-    root = (partition_job.state_root(checkpoint)
-            if spark.sparkContext.master.startswith("local") else None)
+    # a local master's stores stay beside a local checkpoint (on the driver's disk, which
+    # its executors share); a cluster's executors keep them in their own work directories
+    local = (spark.sparkContext.master.startswith("local")
+             and not checkpoint_files.is_uri(cfg.spark.checkpoint))
+    root = partition_job.state_root(Path(cfg.spark.checkpoint)) if local else None
     return partition_job.events(
         read_raw(spark, cfg, dedupe=False), root, k.client(),
         f"{k.topic_prefix}.schemas", event_settings(cfg), cfg.spark.state_page_rows,

@@ -42,6 +42,8 @@ from shared.rowupdate import COPY_KEY_SIZE  # rowupdate.copy_key_of, inlined: pe
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from materializer.spark.checkpoint_files import Files
+
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the local property Spark sets for a micro-batch
 METRICS = PARTITION_METRICS  # the name of the query's observed metrics
 # mapInArrow's output: events, plus one row per task (topic null) with its copy counts
@@ -304,46 +306,50 @@ def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], schema_topi
             .where(F.col("topic").isNotNull()).select("topic", "key", "value"))
 
 
-def job_id(checkpoint: Path) -> str:
+CHANGELOG_RECORD = f"{STATE_DIR}/changelog.json"  # the stores' job id
+PARTITIONS_RECORD = f"{STATE_DIR}/partitions.json"  # the raw topics' partition counts
+
+
+def job_id(files: Files) -> str:
     """The id of a checkpoint's partition stores, in their changelog topics' names: made
     the first time the checkpoint runs in partition mode, then read back."""
     import json
     import uuid
 
-    path = state_root(checkpoint) / "changelog.json"
-    if path.is_file():
-        return str(json.loads(path.read_text())["job_id"])
+    text = files.read_text(CHANGELOG_RECORD)
+    if text is not None:
+        return str(json.loads(text)["job_id"])
     made = uuid.uuid4().hex[:12]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"job_id": made}))
+    files.write_text(CHANGELOG_RECORD, json.dumps({"job_id": made}))
     return made
+
+
+def started_mode(files: Files) -> str | None:
+    """The state mode a checkpoint was started in, None for a new one: partition mode
+    writes its records before Spark's query writes `metadata`, so a started checkpoint
+    without them is the spark mode's."""
+    if files.exists(STATE_DIR):
+        return "partition"
+    return "spark" if files.exists("metadata") else None
 
 
 class PartitionModeRefused(Exception):
     """spark.state_mode partition cannot run with this master, checkpoint or topics."""
 
 
-def check_start(checkpoint: Path, started: bool, partitions: dict[str, int]) -> None:
+def check_start(files: Files, started: bool, partitions: dict[str, int]) -> None:
     """Refuse what the partition stores cannot follow: a checkpoint started in the other
     mode, or a raw topic with more partitions than when its state was first written (its
     keys moved). Records the raw topics' partition counts for the next start."""
     import json
 
-    where = f"spark.state_mode partition (checkpoint {checkpoint})"
-    if "://" in str(checkpoint):
-        raise PartitionModeRefused(
-            f"{where}: the driver keeps the mode's records (the stores' job id, the raw "
-            "topics' partition counts) beside the checkpoint with plain file calls; give "
-            "spark.checkpoint a path the driver's machine mounts (a shared filesystem on "
-            "a cluster)")
-    root = state_root(checkpoint)
-    if started and not root.is_dir():
+    where = f"spark.state_mode partition (checkpoint {files.location})"
+    if started and not files.exists(STATE_DIR):
         raise PartitionModeRefused(
             f"{where}: this checkpoint was started with spark.state_mode spark, whose state "
             "is in Spark's store; the mode of a checkpoint is fixed (start a new one)")
-    root.mkdir(parents=True, exist_ok=True)
-    known_file = root / "partitions.json"
-    known = json.loads(known_file.read_text()) if known_file.is_file() else {}
+    text = files.read_text(PARTITIONS_RECORD)
+    known = json.loads(text) if text is not None else {}
     grown = {t: (known[t], n) for t, n in partitions.items() if t in known and n != known[t]}
     if grown:
         raise PartitionModeRefused(
@@ -352,7 +358,7 @@ def check_start(checkpoint: Path, started: bool, partitions: dict[str, int]) -> 
             + ", ".join(f"{t} {a} -> {b}" for t, (a, b) in sorted(grown.items()))
             + "; give every raw topic its new count with `casscade materializer reshard`, "
             "which moves the stores with their keys (RUNBOOK \"State without shuffles\")")
-    known_file.write_text(json.dumps(known | partitions, sort_keys=True))
+    files.write_text(PARTITIONS_RECORD, json.dumps(known | partitions, sort_keys=True))
 
 
 def raw_partition_counts(kafka: dict[str, str], pattern: str) -> dict[str, int]:

@@ -27,7 +27,7 @@ from typing import Any
 
 from materializer.kafka.changelog import changelog_topic
 from materializer.rescale import RescaleRefused, last_commit, parse_offset_log
-from materializer.spark import partition_job
+from materializer.spark import checkpoint_files, partition_job
 from materializer.spark.job import raw_topic_pattern
 from materializer.store.partition_store import owner_of
 from shared.partitioner import partitioner as partition_function
@@ -79,7 +79,7 @@ def reshard_entries(entries: dict[int, dict[bytes, bytes]], partitions: int,
     return dict(out)
 
 
-def reshard(kafka: dict[str, str], prefix: str, checkpoint: Path, partitions: int,
+def reshard(kafka: dict[str, str], prefix: str, checkpoint: str | Path, partitions: int,
             partitioner: str, replication: int) -> dict[str, Any]:
     """Move a stopped, drained partition-mode checkpoint's stores to raw topics of
     `partitions` partitions (RescaleRefused when it may not); a report of what moved."""
@@ -88,13 +88,15 @@ def reshard(kafka: dict[str, str], prefix: str, checkpoint: Path, partitions: in
     from materializer.kafka.changelog import Changelogs
     from shared.kafka_topics import read_to_end
 
+    files = checkpoint_files.files(None, checkpoint)  # offline: a local checkpoint only
+    checkpoint = Path(checkpoint)
     root = partition_job.state_root(checkpoint)
-    counts_file = root / "partitions.json"
-    if not counts_file.is_file() or not (root / "changelog.json").is_file():
+    counts = files.read_text(partition_job.PARTITIONS_RECORD)
+    if counts is None or not files.exists(partition_job.CHANGELOG_RECORD):
         raise RescaleRefused(f"{checkpoint}: not a checkpoint of spark.state_mode partition "
                              "with changelogs (run the job on it first)")
     partition_of = partition_function(partitioner)
-    known: dict[str, int] = json.loads(counts_file.read_text())
+    known: dict[str, int] = json.loads(counts)
     fewer = {t: n for t, n in known.items() if n > partitions}
     if fewer:
         raise RescaleRefused(f"raw topics with more than {partitions} partitions (Kafka "
@@ -106,7 +108,7 @@ def reshard(kafka: dict[str, str], prefix: str, checkpoint: Path, partitions: in
     if left:
         raise RescaleRefused(f"raw records not processed yet: {left}; stop the publishers, "
                              "run the job with --available-now to its end, then reshard")
-    old_id = partition_job.job_id(checkpoint)
+    old_id = partition_job.job_id(files)
     new_id = uuid.uuid4().hex[:12]
     new_logs = Changelogs(kafka, prefix, new_id, replication)
     new_logs.ensure({t: partitions for t in known})
@@ -130,8 +132,8 @@ def reshard(kafka: dict[str, str], prefix: str, checkpoint: Path, partitions: in
     grow = {t: NewPartitions(t, partitions) for t, n in current.items() if n < partitions}
     for future in (admin.create_partitions(list(grow.values())).values() if grow else ()):
         future.result(timeout=60)
-    (root / "changelog.json").write_text(json.dumps({"job_id": new_id}))
-    counts_file.write_text(json.dumps({t: partitions for t in known} | {
+    files.write_text(partition_job.CHANGELOG_RECORD, json.dumps({"job_id": new_id}))
+    files.write_text(partition_job.PARTITIONS_RECORD, json.dumps({t: partitions for t in known} | {
         t: partitions for t in current}, sort_keys=True))
     for store_dir in (d for d in root.iterdir() if d.is_dir()):
         shutil.rmtree(store_dir)  # rebuilt from the new changelogs where tasks run

@@ -182,7 +182,7 @@ def start_floor(spark: object, cfg: MaterializerConfig, api: str) -> object:
                .transformWithState(python_floor(api == "py-floor"), OUTPUT_SCHEMA, "Append",
                                    "None"))
     elif api == "arrow-floor":
-        state_dir = cfg.spark.checkpoint / "rocksdict"
+        state_dir = Path(cfg.spark.checkpoint) / "rocksdict"
         state_dir.mkdir(parents=True, exist_ok=True)
         out = raw.mapInArrow(arrow_floor(str(state_dir)), OUTPUT_SCHEMA)
     elif api == "kafka-floor":

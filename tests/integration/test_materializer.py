@@ -126,6 +126,10 @@ def test_a_clean_run_leaves_the_class_archive_the_later_drivers_map(workload, on
 
 
 def test_events_end_at_what_cassandra_returns(stack, cql, workload, one_copy) -> None:
+    """The job with its defaults: a new checkpoint runs in partition mode (its stores' job id
+    beside Spark's checkpoint); the events end at Cassandra's rows, with before images."""
+    assert ("state mode state_mode=partition" in (workload["work"] / "main.log").read_text()
+            and (workload["work"] / "ckpt-main" / STATE_DIR / "changelog.json").is_file())
     _compare(stack, cql, workload, one_copy)
     events = read_events(stack.bootstrap_servers, f"{one_copy}.{workload['ks']}.r")
     ops = defaultdict(int)
@@ -152,11 +156,12 @@ def replicas(stack, workload) -> dict:
     stats: dict = {}
     sent = copy_raw(stack, workload["prefix"], prefix, 3, seed=5, replicas=True, late=0.2,
                      stats=stats)
-    runs = {"pages": ("spark.dedupe_window_s=0", "spark.state_page_rows=2"),
-            "off": ("spark.dedupe_window_s=0", "kafka.max_offsets_per_trigger=1500"),
-            "on": ("spark.dedupe_window_s=1", "kafka.max_offsets_per_trigger=1500"),
+    spark = "spark.state_mode=spark"  # Spark's state store (the default makes partition's)
+    runs = {"pages": (spark, "spark.dedupe_window_s=0", "spark.state_page_rows=2"),
+            "off": (spark, "spark.dedupe_window_s=0", "kafka.max_offsets_per_trigger=1500"),
+            "on": (spark, "spark.dedupe_window_s=1", "kafka.max_offsets_per_trigger=1500"),
             # PySpark's own MapState calls: the path any version but 4.2.0 takes
-            "stock": ("spark.dedupe_window_s=0", "kafka.max_offsets_per_trigger=1500",
+            "stock": (spark, "spark.dedupe_window_s=0", "kafka.max_offsets_per_trigger=1500",
                       "spark.batched_state=false"),
             # no shuffles: the copies dropped and the state kept per raw topic partition
             "partition": ("spark.state_mode=partition", "spark.dedupe_window_s=1",
@@ -489,7 +494,10 @@ def _metric(text: str, name: str) -> float | None:
     return None
 
 
-def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path) -> None:
+@pytest.mark.parametrize("mode", ["auto", "spark"])
+def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path, mode) -> None:
+    """/metrics, /health and /status of a running job: with the defaults (partition stores)
+    and in the spark mode with its JVM copy dedupe on, whose counters are served too."""
     import socket
 
     prefix = f"h{uuid.uuid4().hex[:8]}"
@@ -497,9 +505,9 @@ def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    # the copy dedupe on (off by default): its counters are among the metrics served
+    sets = ("spark.state_mode=spark", "spark.dedupe_window_s=60") if mode == "spark" else ()
     cmd = materializer_command(stack, prefix, tmp_path / "ckpt", f"http.port={port}",
-                               "kafka.max_offsets_per_trigger=1000", "spark.dedupe_window_s=60",
+                               "kafka.max_offsets_per_trigger=1000", *sets,
                                available_now=False)
     proc = start_materializer(cmd, tmp_path / "job.log")
     try:
@@ -511,11 +519,15 @@ def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path)
         text = wait_until(caught_up, 300, f"{raw} raw records counted on /metrics")
         assert _metric(text, "casscade_materializer_input_rows_total") == raw
         assert _metric(text, "casscade_materializer_batches_total") >= raw / 1000
-        assert _metric(text, "casscade_materializer_state_keys") >= 5  # partitions kept
+        keys = "state_keys" if mode == "spark" else "partition_store_keys"
+        assert _metric(text, f"casscade_materializer_{keys}") >= 5  # partitions kept
         assert _metric(text, "casscade_materializer_output_rows_total") > 0
         # the workload writes some records twice (same statement, timestamp and second)
         assert _metric(text, "casscade_materializer_copies_dropped_total") > 0
-        assert _metric(text, "casscade_materializer_dedupe_digests") > 0
+        if mode == "spark":
+            assert _metric(text, "casscade_materializer_dedupe_digests") > 0
+        else:
+            assert _metric(text, "casscade_materializer_partition_stores_restored_total") == 0
         wait_until(lambda: _metric(http_get(port, "/metrics")[1],
                                    "casscade_materializer_kafka_offsets_behind_latest") == 0,
                    60, "lag 0 once every raw record is read")
@@ -534,8 +546,10 @@ TTL_S, FIRST_S, MOVED_S = 15, 30, 40
 
 
 def test_ttl_expiry_is_an_event_even_without_writes(stack, cql, tmp_path) -> None:
-    """Processing-time timers report the expiry of keys nobody writes to again, also when a
-    key's expiry moved later after it was indexed."""
+    """spark.state_mode spark: processing-time timers report the expiry of keys nobody
+    writes to again, also when a key's expiry moved later after it was indexed. (The
+    default's partition stores expire keys when their Kafka partition moves: a record or a
+    publisher's heartbeat; test_publisher_agent tests that.)"""
     ks = f"ttl_{uuid.uuid4().hex[:8]}"
     cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
                 "{'class': 'SimpleStrategy', 'replication_factor': 1}")
@@ -546,6 +560,7 @@ def test_ttl_expiry_is_an_event_even_without_writes(stack, cql, tmp_path) -> Non
     cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (2, 'stays')")
     publish_new_cdc(stack, cql, before, prefix, tmp_path / "first")
     proc = start_materializer(materializer_command(stack, prefix, tmp_path / "ckpt",
+                                                   "spark.state_mode=spark",
                                                    available_now=False), tmp_path / "job.log")
     try:
         def ops() -> list[tuple[int, str]]:

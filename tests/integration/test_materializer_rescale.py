@@ -120,7 +120,9 @@ def _run(stack: StackSettings, cql, ks: str, work: Path) -> None:
     cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (1, 'expires') USING TTL {TTL_S}")
     written = time.monotonic()
     publish_new_cdc(stack, cql, before, res, work / f"p1-{res}", from_before=True)
-    run_materializer(materializer_command(stack, res, old, "spark.shuffle_partitions=2", PAGES),
+    # rescale moves Spark's state store: job A runs in that mode (not the default's)
+    run_materializer(materializer_command(stack, res, old, "spark.state_mode=spark",
+                                          "spark.shuffle_partitions=2", PAGES),
                      work / "job-2.log")
     assert time.monotonic() - written < TTL_S - 20, "job A ran too late to see the TTL row"
     assert (1, "c") in [(k, op) for k, op, _o in _ttl_ops(stack, topics["t"].format(res))]
@@ -183,7 +185,8 @@ def _run(stack: StackSettings, cql, ks: str, work: Path) -> None:
         assert final_rows(events) == oracle_rows(cql, tables[name]), name
 
     # the TTL timer came along: with the job running again (one new record starts its
-    # micro-batches), the row expires with a `d` no raw record caused, and only once
+    # micro-batches), the row expires with a `d` no raw record caused, and only once. The
+    # job keeps the default spark.state_mode auto: the rescaled checkpoint keeps its mode
     ttl_topic = topics["t"].format(res)
     proc = start_materializer(materializer_command(stack, res, new, PAGES, available_now=False),
                               work / "job-4.log")
@@ -197,6 +200,7 @@ def _run(stack: StackSettings, cql, ks: str, work: Path) -> None:
                    TTL_S + 60, "the TTL row's expiry")
     finally:
         kill_group(proc)
+    assert "state mode state_mode=spark" in (work / "job-4.log").read_text()
     assert time.monotonic() - written >= TTL_S - 1
     expiry = [(p, o, v) for p, o, k, v in read_events(stack.bootstrap_servers, ttl_topic)
               if v and v["op"] == "d" and k["k"] == 1]

@@ -224,10 +224,11 @@ def test_broker_down_for_30_seconds(stack, node, session, tmp_path):
 
 
 def test_heartbeats_move_an_idle_partition_to_its_ttl_expiry(stack, node, session, tmp_path):
-    """The agent with its default heartbeats, and the materializer in the partition mode:
-    a row written with a TTL and nothing written after it still gets its expiry event (the
-    heartbeats make its Kafka partition's task run), within a bounded time of the expiry;
-    every partition of the raw topic carries the agent's heartbeats, and no event is one."""
+    """The agent with its default heartbeats, and the materializer with its defaults (the
+    partition mode): a row written with a TTL and nothing written after it still gets its
+    expiry event (the heartbeats make its Kafka partition's task run), within a bounded time
+    of the expiry; every partition of the raw topic carries the agent's heartbeats, and no
+    event is one."""
     from confluent_kafka import KafkaException
     from materializer_harness import (
         kill_group,
@@ -269,7 +270,7 @@ def test_heartbeats_move_an_idle_partition_to_its_ttl_expiry(stack, node, sessio
         session.execute("INSERT INTO ag.ttl (k, v) VALUES (0, 'caught up')")
         job = start_materializer(
             materializer_command(stack, agent.prefix, tmp_path / "ckpt",
-                                 "spark.state_mode=partition", available_now=False), log)
+                                 available_now=False), log)  # the default: partition stores
         wait_event(0, "c", 300, "the job through the backlog")
         session.execute(f"INSERT INTO ag.ttl (k, v) VALUES (1, 'expires') USING TTL {ttl_s}")
         expires_at = time.time() + ttl_s

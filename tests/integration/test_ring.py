@@ -44,6 +44,7 @@ from test_decode_random_workload import create_workload_tables
 
 from devstack import cassandra
 from devstack import stack as devstack
+from materializer.spark import partition_job
 from publisher.commitlog.schema_source import read_system_schema
 from shared.schema import catalog_from_json
 
@@ -129,7 +130,9 @@ def _run_on_cluster(env, spark_cluster, name: str, ks: str, packed: Path) -> dic
            "--set", f"kafka.bootstrap_servers={ring.bootstrap_servers}",
            "--set", f"kafka.topic_prefix={env['prefix']}",
            "--set", f"spark.checkpoint={checkpoint}", "--set", "log.format=text",
-           "--set", "http.port=0", "--available-now"]
+           # Spark's state store: the kill lands in its shuffle (the default's partition
+           # stores have none; the test after this one kills a worker under them)
+           "--set", "spark.state_mode=spark", "--set", "http.port=0", "--available-now"]
     log = work / f"{name}.log"
     apps = cluster.worker_dir(spark_cluster, 2) / "work"
     earlier = set(apps.glob("app-*"))  # the session's cluster may have run other jobs
@@ -169,11 +172,12 @@ def _run_on_cluster(env, spark_cluster, name: str, ks: str, packed: Path) -> dic
 def test_partition_stores_follow_their_partitions_on_the_cluster(env, staged, spark_cluster,
                                                                 packed_env) -> None:
     """The RF=3 differential's raw records through spark.state_mode partition on the
-    standalone cluster (submit.sh, the packed environment), in small micro-batches: while
-    both workers run, no store is read back (each topic partition's task runs where its
-    store is); worker 2 is SIGKILLed, so worker 1's executor takes its partitions and
-    rebuilds their stores from the changelogs; worker 2 is started again while the job
-    runs. The three checks pass on the events."""
+    standalone cluster (submit.sh, the packed environment, the checkpoint given as a Hadoop
+    URI), in small micro-batches: while both workers run, no store is read back (each topic
+    partition's task waits for the executor that holds its store); worker 2 is SIGKILLed,
+    so worker 1's executor takes its partitions and rebuilds their stores from the
+    changelogs; worker 2 is started again while the job runs. The three checks pass on the
+    events."""
     import os
     import subprocess
     import sys
@@ -189,8 +193,10 @@ def test_partition_stores_follow_their_partitions_on_the_cluster(env, staged, sp
     cmd = ["deploy/spark/submit.sh", "--master", cluster.master_url(spark_cluster),
            "--local-jars", "--env", str(packed_env), "--",
            "--set", f"kafka.bootstrap_servers={env['ring'].bootstrap_servers}",
-           "--set", f"kafka.topic_prefix={prefix}", "--set", f"spark.checkpoint={checkpoint}",
-           "--set", "spark.state_mode=partition",
+           # a Hadoop URI, as a cluster's checkpoint is (hdfs://, s3a://): the driver's
+           # records go through Spark's file systems
+           "--set", f"kafka.topic_prefix={prefix}",
+           "--set", f"spark.checkpoint=file://{checkpoint}", "--set", "spark.state_mode=partition",
            "--set", f"kafka.max_offsets_per_trigger={max(300, sent // 30)}",
            "--set", "log.format=text", "--set", "http.port=0", "--available-now"]
     log = work / "partition-cluster.log"
@@ -224,6 +230,10 @@ def test_partition_stores_follow_their_partitions_on_the_cluster(env, staged, sp
                             for f in a.glob("*/stderr"))
                  for n, w in zip((1, 2), apps, strict=True)}
     assert "rebuilt from its changelog" in executors[1], executors[1][-3000:]
+    records = checkpoint / partition_job.STATE_DIR
+    # (Hadoop's local file system adds a .crc file beside each)
+    assert {p.name for p in records.iterdir() if not p.name.endswith(".crc")} == {
+        "changelog.json", "partitions.json"}
     end = next(line for line in reversed(text.splitlines()) if "materializer run ended" in line)
     assert int(end.split("stores_restored=")[1].split()[0]) >= 1, end
     restored = {int(m.group(1)): int(m.group(2)) for m in re.finditer(

@@ -1,0 +1,119 @@
+"""Small files under a checkpoint location, local or on the Hadoop file system Spark writes
+the checkpoint to (hdfs://, s3a://, file://, ...).
+
+The driver keeps a few records beside Spark's own (the partition stores' job id, the raw
+topics' partition counts). On a cluster the checkpoint is a URI only Spark's Hadoop
+file systems can reach, with the user's credentials and settings already in Spark's Hadoop
+configuration, and even a plain path means what the cluster's default file system
+(`fs.defaultFS`) makes of it. So with a Spark session every location is read and written
+through the driver JVM's Hadoop `FileSystem`, resolved exactly as Spark resolves the
+checkpoint (PySpark's private `_jvm`/`_jsc`, kept to this module); the commands that run
+without Spark use Python's own file calls on a local path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def is_uri(location: str | Path) -> bool:
+    """Whether a checkpoint location names a file system (scheme://...), not a local path."""
+    return "://" in str(location)
+
+
+class Files(Protocol):
+    """Read and write small text files under one checkpoint location."""
+
+    location: str
+
+    def exists(self, relative: str) -> bool:
+        """Whether the file or directory `relative` exists."""
+        ...
+
+    def read_text(self, relative: str) -> str | None:
+        """The text of file `relative`, None if it does not exist."""
+        ...
+
+    def write_text(self, relative: str, text: str) -> None:
+        """Write file `relative` whole (its directories made)."""
+        ...
+
+
+class LocalFiles:
+    """Files under a local checkpoint directory."""
+
+    def __init__(self, location: str | Path) -> None:
+        self.location = str(location)
+        self._root = Path(location)
+
+    def exists(self, relative: str) -> bool:
+        """Whether the file or directory `relative` exists."""
+        return (self._root / relative).exists()
+
+    def read_text(self, relative: str) -> str | None:
+        """The text of file `relative`, None if it does not exist."""
+        path = self._root / relative
+        return path.read_text() if path.is_file() else None
+
+    def write_text(self, relative: str, text: str) -> None:
+        """Write file `relative` whole: a temporary file renamed over it."""
+        path = self._root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+
+
+class HadoopFiles:
+    """Files under a checkpoint URI, through the driver JVM's Hadoop file systems."""
+
+    def __init__(self, spark: SparkSession, location: str) -> None:
+        self.location = location.rstrip("/")
+        self._jvm: Any = spark.sparkContext._jvm
+        self._conf: Any = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def _path(self, relative: str) -> tuple[Any, Any]:
+        path = self._jvm.org.apache.hadoop.fs.Path(f"{self.location}/{relative}")
+        return path, path.getFileSystem(self._conf)
+
+    def exists(self, relative: str) -> bool:
+        """Whether the file or directory `relative` exists."""
+        path, fs = self._path(relative)
+        return bool(fs.exists(path))
+
+    def read_text(self, relative: str) -> str | None:
+        """The text of file `relative`, None if it does not exist."""
+        path, fs = self._path(relative)
+        if not fs.exists(path):
+            return None
+        stream = fs.open(path)
+        try:
+            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+                         ).decode()
+        finally:
+            stream.close()
+
+    def write_text(self, relative: str, text: str) -> None:
+        """Write file `relative` whole (overwritten; object stores have no rename that is
+        atomic, and a reader of these records only ever runs after the writer has ended)."""
+        path, fs = self._path(relative)
+        stream = fs.create(path, True)
+        try:
+            stream.write(bytearray(text.encode()))
+        finally:
+            stream.close()
+
+
+def files(spark: SparkSession | None, location: str | Path) -> Files:
+    """The files under `location`: through Spark's Hadoop file systems when there is a
+    session, else a local path directly (a URI without a session: ValueError)."""
+    if spark is not None:
+        return HadoopFiles(spark, str(location))
+    if is_uri(location):
+        raise ValueError(f"checkpoint {location}: a file system URI is read through Spark, "
+                         "and this command runs without it: give a local path")
+    return LocalFiles(location)
