@@ -56,6 +56,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     a permanent failure (data lost, a checkpoint that does not fit) ends the run.
     """
     from materializer.spark import job
+    from materializer.spark.checkpoint_files import CheckpointFileError
     from materializer.spark.partition_job import PartitionModeRefused
     from shared.config import to_dict
     from shared.logs import setup_logging
@@ -95,7 +96,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         while True:
             try:
                 running.append(job.start(spark, cfg, available_now=available_now))
-            except PartitionModeRefused as exc:
+            except (PartitionModeRefused, CheckpointFileError) as exc:
                 raise click.ClickException(str(exc)) from exc
             log.info("query started; its first micro-batch also starts the Python workers",
                      extra={"checkpoint": str(cfg.spark.checkpoint)})

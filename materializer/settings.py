@@ -97,8 +97,8 @@ class SparkSettings:
     kafka_jars: str = "auto"
     # any other spark.* setting; unset, spark.kafka.consumer.cache.capacity is the raw topic
     # partitions at start + 64 (Spark's Kafka source keeps a consumer per topic partition);
-    # in partition mode, unset spark.locality.wait(.process) is 10s for the process level
-    # (a task waits that long for the executor holding its store before running elsewhere)
+    # unless state_mode is spark, unset spark.locality.wait(.process) is 10s for the process
+    # level (a task waits that long for the executor holding its store, then runs elsewhere)
     conf: dict[str, str] = field(default_factory=dict)
     # a directory for the driver JVM's class archive (AppCDS: start-up ~7 s shorter; the
     # first run writes it, ~190 MB, at its end); "" off. Not for spark-submit's drivers.

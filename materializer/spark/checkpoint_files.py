@@ -13,6 +13,8 @@ without Spark use Python's own file calls on a local path.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -66,6 +68,15 @@ class LocalFiles:
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(text)
         tmp.replace(path)
+        # Hadoop's local file system (the driver's, for the same directory) keeps a checksum
+        # file beside each file it writes and checks it when it reads; without one it reads
+        # unchecked, so a file rewritten here takes its stale checksum away
+        path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
+
+
+class CheckpointFileError(Exception):
+    """A checkpoint file could not be read or written (its path and the file system's
+    reason)."""
 
 
 class HadoopFiles:
@@ -80,32 +91,46 @@ class HadoopFiles:
         path = self._jvm.org.apache.hadoop.fs.Path(f"{self.location}/{relative}")
         return path, path.getFileSystem(self._conf)
 
+    @contextmanager
+    def _errors(self, relative: str, doing: str) -> Iterator[None]:
+        """A Java exception as a CheckpointFileError naming the file, not a py4j trace."""
+        from py4j.protocol import Py4JJavaError
+
+        try:
+            yield
+        except Py4JJavaError as exc:
+            raise CheckpointFileError(f"checkpoint file {self.location}/{relative}: {doing} "
+                                      f"failed: {exc.java_exception.toString()}") from None
+
     def exists(self, relative: str) -> bool:
         """Whether the file or directory `relative` exists."""
-        path, fs = self._path(relative)
-        return bool(fs.exists(path))
+        with self._errors(relative, "looking it up"):
+            path, fs = self._path(relative)
+            return bool(fs.exists(path))
 
     def read_text(self, relative: str) -> str | None:
         """The text of file `relative`, None if it does not exist."""
-        path, fs = self._path(relative)
-        if not fs.exists(path):
-            return None
-        stream = fs.open(path)
-        try:
-            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
-                         ).decode()
-        finally:
-            stream.close()
+        with self._errors(relative, "reading"):
+            path, fs = self._path(relative)
+            if not fs.exists(path):
+                return None
+            stream = fs.open(path)
+            try:
+                return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+                             ).decode()
+            finally:
+                stream.close()
 
     def write_text(self, relative: str, text: str) -> None:
         """Write file `relative` whole (overwritten; object stores have no rename that is
         atomic, and a reader of these records only ever runs after the writer has ended)."""
-        path, fs = self._path(relative)
-        stream = fs.create(path, True)
-        try:
-            stream.write(bytearray(text.encode()))
-        finally:
-            stream.close()
+        with self._errors(relative, "writing"):
+            path, fs = self._path(relative)
+            stream = fs.create(path, True)
+            try:
+                stream.write(bytearray(text.encode()))
+            finally:
+                stream.close()
 
 
 def files(spark: SparkSession | None, location: str | Path) -> Files:

@@ -288,7 +288,7 @@ def _partition_events(spark: SparkSession, cfg: MaterializerConfig,
 
 def read_raw(spark: SparkSession, cfg: MaterializerConfig, dedupe: bool = True) -> DataFrame:
     """The raw topics as a stream (topic, key, value, partition, offset); `dedupe` (the
-    default mode): heartbeats and the copies within the dedupe window dropped in the JVM,
+    spark mode): heartbeats and the copies within the dedupe window dropped in the JVM,
     before Python."""
     from pyspark.sql import functions as F
 

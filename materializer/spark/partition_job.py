@@ -256,7 +256,7 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
             if timer == at_ms:  # else the key moved on (or rolled back) since it was indexed
                 result = handler.expire(pk, blob, schema_hash, now, _pages(store, pk), topic)
                 # old timer None: the next one is indexed even if it is the same time (this
-                # index entry is spent), as the default mode registers its timer again
+                # index entry is spent), as the spark mode registers its timer again
                 _apply(store, pk, None, result)
                 out.extend((t, k, v, *_COUNTS) for t, k, v in result.outputs)
     keys = sum(s.estimated_keys() for s in stores.open.values())

@@ -192,7 +192,9 @@ if page_rows is not None:
     cfg.spark.state_page_rows = page_rows
 cfg.kafka.bootstrap_servers, cfg.kafka.topic_prefix = bootstrap, prefix
 cfg.kafka.max_offsets_per_trigger = int(per_batch)
-cfg.spark.master, cfg.spark.checkpoint = f"local[{cores}]", Path(ckpt)
+# BENCH_MASTER: a cluster's master (spark://...), `cores` then its executors' cores
+cfg.spark.master = os.environ.get("BENCH_MASTER") or f"local[{cores}]"
+cfg.spark.checkpoint = ckpt
 cfg.spark.shuffle_partitions = int(os.environ.get("BENCH_SHUFFLE") or cores)
 cfg.spark.driver_memory = "2g"
 cfg.spark.batched_state = api != "stock"

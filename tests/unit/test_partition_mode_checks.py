@@ -33,12 +33,15 @@ def test_a_uri_checkpoint_setting_keeps_its_scheme() -> None:
 
 
 def test_local_files_write_whole_and_read_back(tmp_path) -> None:
+    """Offline commands (reshard) rewrite the records the job reads through Hadoop."""
     local = LocalFiles(tmp_path)
     assert local.read_text("a/b.json") is None and not local.exists("a")
     local.write_text("a/b.json", "one")
+    (tmp_path / "a" / ".b.json.crc").write_bytes(b"crc of one")  # as Hadoop's would be
     local.write_text("a/b.json", "two")
     assert local.read_text("a/b.json") == "two" and local.exists("a")
-    assert [p.name for p in (tmp_path / "a").iterdir()] == ["b.json"]  # no temporary left
+    # no temporary left, and no checksum that Hadoop would check "two" against
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["b.json"]
 
 
 def test_a_checkpoint_keeps_its_stores_job_id(tmp_path) -> None:
