@@ -5,9 +5,9 @@ send it, shuffled within blocks): TABLES_CHANGES one-row changes of distinct key
 round-robin over T tables (bench_materializer's 5-column table under the names t0..t{T-1},
 each its own schema), each table's raw topic with TABLES_PARTITIONS partitions (4), the
 schema records in the schema topic. Then, one query after the other on the same broker and
-local[TABLES_CORES]: every entry of TABLES_MODES (kafka-floor = Spark's Kafka source straight
-into its sink, bench_jvm_floor's floor; kafka-floor-one = the same into one output topic, the
-sink's share; partition, tws = the two state modes) over every
+local[TABLES_CORES] (or BENCH_MASTER's cluster): every entry of TABLES_MODES (kafka-floor =
+Spark's Kafka source straight into its sink, bench_jvm_floor's floor; kafka-floor-one = the
+same into one output topic, the sink's share; partition, tws = the two state modes) over every
 count in TABLES_COUNTS, each from its own checkpoint.
 
 Printed per run: logical changes/s per core over the whole run (first batch included: a
@@ -41,6 +41,9 @@ CORES = int(os.environ.get("TABLES_CORES", "2"))
 PER_BATCH = int(os.environ.get("TABLES_BATCH", "200000"))  # the job's default
 COUNTS = [int(n) for n in os.environ.get("TABLES_COUNTS", "1,20,100").split(",")]
 MODES = os.environ.get("TABLES_MODES", "kafka-floor,partition,tws").split(",")
+# BENCH_MASTER (bench_materializer's job): a cluster instead of local[TABLES_CORES]; give
+# TABLES_CORES its executors' cores
+MASTER = os.environ.get("BENCH_MASTER") or f"local[{CORES}]"
 SHUFFLE = 3000
 
 
@@ -107,7 +110,7 @@ def test_bench_many_tables(stack, tmp_path: Path) -> None:
             steady = sum(ms for _, ms in progress[1:]) / 1000
             per_core = CHANGES / whole / CORES
             results[(mode, count)] = per_core
-            line = (f"\n{mode}, {count} table(s) x {PARTITIONS} partitions, local[{CORES}]: "
+            line = (f"\n{mode}, {count} table(s) x {PARTITIONS} partitions, {MASTER}: "
                     f"{CHANGES:,} changes ({sent:,} copies) in {len(progress)} batches, "
                     f"{whole:.1f}s of batches ({wall:.1f}s with start-up) = "
                     f"{per_core:,.0f} changes/s per core")
