@@ -229,7 +229,9 @@ def test_partition_stores_follow_their_partitions_on_the_cluster(env, staged, sp
     executors = {n: "".join(f.read_text(errors="replace") for a in set(w.glob("app-*")) - earlier
                             for f in a.glob("*/stderr"))
                  for n, w in zip((1, 2), apps, strict=True)}
-    assert "rebuilt from its changelog" in executors[1], executors[1][-3000:]
+    # rebuilt, or caught up where worker 1 ran that partition before it settled on worker 2
+    assert re.search(r"(rebuilt|caught up) from its changelog", executors[1]), \
+        executors[1][-3000:]
     records = checkpoint / partition_job.STATE_DIR
     # (Hadoop's local file system adds a .crc file beside each)
     assert {p.name for p in records.iterdir() if not p.name.endswith(".crc")} == {
