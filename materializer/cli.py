@@ -6,7 +6,6 @@ import json
 import logging
 import signal
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +56,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     """
     from materializer.spark import job
     from materializer.spark.checkpoint_files import CheckpointFileError
-    from materializer.spark.partition_job import PartitionModeRefused
+    from materializer.spark.partition_job import CheckpointRefused
     from shared.config import to_dict
     from shared.logs import setup_logging
 
@@ -96,7 +95,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         while True:
             try:
                 running.append(job.start(spark, cfg, available_now=available_now))
-            except (PartitionModeRefused, CheckpointFileError) as exc:
+            except (CheckpointRefused, CheckpointFileError) as exc:
                 raise click.ClickException(str(exc)) from exc
             log.info("query started; its first micro-batch also starts the Python workers",
                      extra={"checkpoint": str(cfg.spark.checkpoint)})
@@ -153,89 +152,6 @@ def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy) -> str 
 
 
 @materializer.command()
-@_CONFIG
-@_SET
-@click.option("--top", default=5, show_default=True,
-              help="How many of the widest partitions to list.")
-def state(config_file: Path | None, overrides: tuple[str, ...], top: int) -> None:
-    """Print, as JSON, what spark.checkpoint's state holds: per raw topic the partitions,
-    row pages and state bytes, and the partitions with the most pages (the wide ones).
-
-    Reads the last committed micro-batch through Spark's state data source; run it with the
-    job stopped, or read it as "as of the last commit".
-    """
-    from materializer.spark import checkpoint_files, job, partition_job
-    from materializer.spark.state_report import state_report
-    from shared.logs import setup_logging
-
-    cfg = _config(config_file, overrides)
-    setup_logging(cfg.log.level, cfg.log.format)
-    if cfg.spark.state_mode == "partition" or (
-            not checkpoint_files.is_uri(cfg.spark.checkpoint)
-            and partition_job.state_root(Path(cfg.spark.checkpoint)).is_dir()):
-        raise click.ClickException(
-            f"{cfg.spark.checkpoint} runs with spark.state_mode partition: its state is in "
-            "RocksDB stores, one per raw topic partition, with a Kafka changelog each, not "
-            "in Spark's state store that this reads")
-    spark, archive = job.open_session(cfg)
-    spark.sparkContext.setLogLevel("ERROR")
-    try:
-        report = state_report(spark, Path(cfg.spark.checkpoint), top)
-    except FileNotFoundError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        job.close_session(spark, archive)
-    click.echo(json.dumps(report, indent=1))
-
-
-@materializer.command()
-@click.option("--from-checkpoint", "old_checkpoint", required=True,
-              type=click.Path(path_type=Path), help="The stopped job's checkpoint.")
-@_CONFIG
-@_SET
-def rescale(old_checkpoint: Path, config_file: Path | None,
-            overrides: tuple[str, ...]) -> None:
-    """Start a new checkpoint (spark.checkpoint, empty) with more state partitions
-    (spark.shuffle_partitions) from a stopped job's checkpoint: its state, TTL timers and
-    Kafka position carry over, so no event is lost or emitted twice.
-
-    Stop the old job first. The run seeds the new checkpoint in its first micro-batch,
-    processes what the raw topics hold now, prints a JSON summary and stops; then run the
-    job on the new checkpoint. Refused: old checkpoint missing or without a committed
-    micro-batch, new checkpoint not empty, fewer partitions than before, another
-    spark.state_buckets than the old job's. The old checkpoint is only read.
-    """
-    from materializer.rescale import RescaleRefused, check_rescale, read_old_checkpoint
-    from materializer.spark import job, partition_job
-    from materializer.spark.rescale_state import seed
-    from shared.logs import setup_logging
-
-    cfg = _config(config_file, overrides)
-    setup_logging(cfg.log.level, cfg.log.format)
-    if cfg.spark.state_mode == "partition" or partition_job.state_root(old_checkpoint).is_dir():
-        raise click.ClickException(
-            "rescale refused: it moves Spark's state store to more state partitions; "
-            "spark.state_mode partition keeps one store per raw topic partition: give the "
-            "raw topics more partitions with `casscade materializer reshard`")
-    # the new checkpoint holds Spark's state store, as the old one does
-    cfg = replace(cfg, spark=replace(cfg.spark, state_mode="spark"))
-    try:
-        old = read_old_checkpoint(old_checkpoint)
-        check_rescale(old, Path(cfg.spark.checkpoint), cfg.spark.shuffle_partitions)
-    except RescaleRefused as exc:
-        raise click.ClickException(f"rescale refused: {exc}") from exc
-    spark, archive = job.open_session(cfg, available_now=True)
-    spark.sparkContext.setLogLevel("WARN")
-    try:
-        report = seed(spark, cfg, old)
-    except RescaleRefused as exc:
-        raise click.ClickException(f"rescale refused: {exc}") from exc
-    finally:
-        job.close_session(spark, archive)
-    click.echo(json.dumps(report, indent=1))
-
-
-@materializer.command()
 @click.option("--partitions", required=True, type=click.IntRange(min=1),
               help="The partition count every raw topic gets (at least its count now).")
 @click.option("--partitioner", default="consistent_random", show_default=True,
@@ -245,8 +161,8 @@ def rescale(old_checkpoint: Path, config_file: Path | None,
 @_SET
 def reshard(partitions: int, partitioner: str, config_file: Path | None,
             overrides: tuple[str, ...]) -> None:
-    """Give the raw topics more partitions, moving a stopped spark.state_mode partition
-    job's stores with their keys (spark.checkpoint is kept): no state lost, no event.
+    """Give the raw topics more partitions, moving a stopped job's partition stores with
+    their keys (spark.checkpoint is kept): no state lost, no event.
 
     First stop the publishers and run the job with --available-now to the end of the raw
     topics (refused otherwise: records left in an old partition would meet a moved state).
@@ -255,7 +171,7 @@ def reshard(partitions: int, partitioner: str, config_file: Path | None,
     start the publishers (with kafka.partitions as given here, for new tables) and the job.
     Prints a JSON summary, with the old changelog topics to delete.
     """
-    from materializer.rescale import RescaleRefused
+    from materializer.spark.partition_reshard import ReshardRefused
     from materializer.spark.partition_reshard import reshard as reshard_stores
     from shared.logs import setup_logging
 
@@ -265,7 +181,7 @@ def reshard(partitions: int, partitioner: str, config_file: Path | None,
         report = reshard_stores(cfg.kafka.client(), cfg.kafka.topic_prefix,
                                 cfg.spark.checkpoint, partitions, partitioner,
                                 cfg.events.replication_factor)
-    except (RescaleRefused, ValueError) as exc:
+    except (ReshardRefused, ValueError) as exc:
         raise click.ClickException(f"reshard refused: {exc}") from exc
     click.echo(json.dumps(report, indent=1))
 

@@ -2,11 +2,11 @@
 
 The seam between the engine and the rules. Below it, `materializer.rules` (what a change
 is) and `materializer.output` (how an event is written) know nothing of Spark; above it,
-`materializer.spark.processor` is a thin adapter that only moves bytes: it reads a key's
-state blob and pages, hands them here with the key's raw records, and writes back what comes
-out. The seam sits at bytes in, bytes out because that is what a state store holds and what
-Kafka takes, so another engine (or a test, or a benchmark) can drive the same code without a
-JVM.
+`materializer.spark.partition_job` is a thin adapter that only moves bytes: it reads a
+key's state blob and pages from its partition store, hands them here with the key's raw
+records, and writes back what comes out. The seam sits at bytes in, bytes out because
+that is what a store holds and what Kafka takes, so another engine (or a test, or a
+benchmark) can drive the same code without a JVM.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ _PERMANENT = [
         (r"STATE_STORE_INCOMPATIBLE|incompatible.*checkpoint|checkpoint.*incompatible|"
          r"schema.*state.*(mismatch|incompatible)|STATEFUL_PROCESSOR",
          "the checkpoint does not fit this job (another job's, or changed settings)"),
-        (r"StateAhead", "a partition store is ahead of its checkpoint (spark.state_mode "
-         "partition): it belongs to another checkpoint"),
+        (r"StateAhead", "a partition store is ahead of its checkpoint: it belongs to "
+         "another checkpoint"),
         (r"PYTHON_VERSION_MISMATCH|ModuleNotFoundError|ImportError",
          "the executors' Python environment is broken"),
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from materializer.handler import STATIC_ONLY_EMIT
 from materializer.output.avro_registry import RegistryAccess
@@ -34,9 +35,6 @@ class KafkaSettings:
         return client_settings(self.bootstrap_servers, self.security)
 
 
-STATE_MODES = ("auto", "partition", "spark")
-
-
 @dataclass
 class SparkSettings:
     """The Spark application. `master`: local[N] runs embedded; spark://HOST:PORT connects
@@ -44,43 +42,35 @@ class SparkSettings:
     the venv on this machine; elsewhere use deploy/spark/submit.sh); "submit" (what the
     submit script passes) leaves master and driver settings to spark-submit."""
 
+    # settings of the spark state mode (Spark's state store), which casscade no longer has
+    REMOVED: ClassVar[dict[str, str]] = dict.fromkeys(
+        ("state_mode", "shuffle_partitions", "state_buckets", "batched_state"),
+        "the spark state mode is gone: the keys' state is in partition stores, with no "
+        "shuffle (deploy/RUNBOOK.md \"Upgrading from the spark state mode\"); remove it")
+
     master: str = "local[2]"
     app_name: str = "casscade-materializer"
     # a local directory, or a Hadoop file system URI (hdfs://, s3a://, file://) on a cluster
     checkpoint: str = "/var/lib/casscade/materializer/checkpoint"
     trigger_interval_ms: int = 1000
-    # = state partitions, fixed for the life of a checkpoint (`materializer rescale` moves
-    # the state to more). 2: each one is a store committed and synced every micro-batch;
-    # on 2 cores 8 or 16 made a one-row batch 2-7x slower and bulk no faster (measured)
-    shuffle_partitions: int = 2
-    # keys are grouped into buckets (one MapState entry per key); fixed for the life of a
-    # checkpoint, like shuffle_partitions
-    state_buckets: int = 64
-    # replica copies whose digest and mutation id were seen this many seconds before are
-    # dropped in the JVM, before Python (`materializer.spark.copy_dedupe`); a later copy merges
-    # harmlessly.
-    # 0: off. Whether a checkpoint has the dedupe is fixed when it starts. The copies that
-    # survive may come from different replicas; raw format 4's mutation id keeps a
+    # replica copies whose digest and mutation id a partition store saw in the same slot
+    # of this many seconds are dropped before the merge (a digest is kept for 0 s to one
+    # window); a later copy merges harmlessly. 0: off. Raw format 4's mutation id keeps a
     # mutation's records together and carries its write time, which sets its place in a
     # batch whichever of its copies are there (keep it 0 while format-2/3 publishers run)
     dedupe_window_s: int = 120
-    batched_state: bool = True  # pipelined state-server calls (PySpark 4.2.0 internals)
     # a partition of more than twice this many rows keeps them in pages of this many, so a
     # batch reads and writes only the pages it can change; may change between runs
     state_page_rows: int = 256
     driver_memory: str = "1g"
-    # where the keys' state lives. partition: no shuffles, a RocksDB per raw topic partition
-    # (beside the checkpoint on a local master with a local checkpoint, else in each
-    # executor's work directory) with a compacted Kafka changelog topic per raw topic that
-    # rebuilds a store wherever its partition's task runs next; raw topics want a multiple
-    # of the cores as partitions (more later: `materializer reshard`, offline); a TTL
-    # expiry in a Kafka partition with no writes waits for the publishers' next heartbeat.
-    # spark: transformWithState over key buckets in Spark's RocksDB state store (two
-    # shuffles; `materializer rescale`). auto: the mode the checkpoint was started in, and
-    # partition for a new one. Fixed for the life of a checkpoint (deploy/RUNBOOK.md "State
-    # without shuffles").
-    state_mode: str = "auto"
-    # partition mode: the raw topic partitions of a micro-batch are coalesced, without a
+    # The keys' state: a RocksDB per raw topic partition, no shuffles (beside the
+    # checkpoint on a local master with a local checkpoint, else in each executor's work
+    # directory), with a compacted Kafka changelog topic per raw topic that rebuilds a store
+    # wherever its partition's task runs next; raw topics want a multiple of the cores as
+    # partitions (more later: `materializer reshard`, offline); a TTL expiry in a Kafka
+    # partition with no writes waits for the publishers' next heartbeat (deploy/RUNBOOK.md
+    # "State without shuffles").
+    # The raw topic partitions of a micro-batch are coalesced, without a
     # shuffle, into at most this many tasks; each task costs a start of its own, which 80
     # topic partitions (20 tables) paid 80 times a batch. 0: on a local master as many as
     # Spark has cores; on a cluster none (a coalesced task keeps only its host, so on hosts
@@ -97,8 +87,8 @@ class SparkSettings:
     kafka_jars: str = "auto"
     # any other spark.* setting; unset, spark.kafka.consumer.cache.capacity is the raw topic
     # partitions at start + 64 (Spark's Kafka source keeps a consumer per topic partition);
-    # unless state_mode is spark, unset spark.locality.wait(.process) is 10s for the process
-    # level (a task waits that long for the executor holding its store, then runs elsewhere)
+    # unset spark.locality.wait(.process) is 10s for the process level (a task waits that
+    # long for the executor holding its store, then runs elsewhere)
     conf: dict[str, str] = field(default_factory=dict)
     # a directory for the driver JVM's class archive (AppCDS: start-up ~7 s shorter; the
     # first run writes it, ~190 MB, at its end); "" off. Not for spark-submit's drivers.
@@ -107,9 +97,6 @@ class SparkSettings:
     def __post_init__(self) -> None:
         if "://" not in str(self.checkpoint):  # a URI keeps its "//"; a path is tidied
             self.checkpoint = str(Path(self.checkpoint).expanduser())
-        if self.state_mode not in STATE_MODES:
-            raise ValueError(f"spark.state_mode must be one of {', '.join(STATE_MODES)}, "
-                             f"not {self.state_mode!r}")
 
 
 @dataclass

@@ -78,6 +78,9 @@ def _build(model: type[T], data: Mapping[str, Any], where: str) -> T:
     hints = typing.get_type_hints(model)
     fields = {f.name: f for f in dataclasses.fields(model)}  # type: ignore[arg-type]
     unknown = set(data) - set(fields)
+    removed = sorted(k for k in unknown if k in getattr(model, "REMOVED", {}))
+    if removed:  # a model names settings it had, and why they went
+        raise ConfigError(f"{where}{removed[0]}: {model.REMOVED[removed[0]]}")  # type: ignore[attr-defined]
     if unknown:
         raise ConfigError(f"unknown setting(s) {', '.join(sorted(where + k for k in unknown))}"
                           f"; known: {', '.join(sorted(fields))}")

@@ -1,6 +1,6 @@
 """The heartbeat record: what a publisher writes to every partition of every raw topic at a
 set interval, beside its RowUpdates, so a quiet node can be told from a dead one and a Kafka
-partition without writes still moves the materializer (TTL expiry in the partition mode).
+partition without writes still moves the materializer (TTL expiry in its partition stores).
 
 Layout: a leading byte 0 (a RowUpdate's is its format version, 1 and up), then JSON with the
 publisher's host, its read position and its clock. The key is the host. The materializer

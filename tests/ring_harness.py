@@ -287,7 +287,7 @@ def job_caught_up(checkpoint: Path, bootstrap: str, topic_start: str) -> bool:
     after its sink)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from materializer.rescale import last_commit, parse_offset_log
+    from materializer.checkpoint_log import last_commit, parse_offset_log
 
     batch = last_commit(checkpoint)
     if batch is None:

@@ -160,7 +160,7 @@ fi
 if [[ -n "$env_archive" ]]; then
   # executors unpack the archive; the driver (client mode) runs here, with this python.
   # Spark runs the Python workers of both with one path, ./environment/bin/python (the
-  # driver starts one to plan transformWithState), so the driver runs in a folder of its
+  # driver may start one too), so the driver runs in a folder of its
   # own whose environment/ is this python's venv; relative paths given to the job are made
   # absolute first
   env_archive=$(cd "$(dirname "$env_archive")" && pwd)/$(basename "$env_archive")

@@ -8,7 +8,7 @@ store's writes reach it as the task makes them (so a batch's durability costs on
 an upload of table files), and a store that fell behind reads only what it missed.
 
 Names: `<prefix>.changelog.<job id>.<keyspace>.<table>`. The job id is made when a
-checkpoint first runs in partition mode and kept beside its stores, so a new checkpoint never
+checkpoint first runs and kept beside its stores, so a new checkpoint never
 meets an old one's changelog; the names do not match the raw topics' pattern.
 """
 

@@ -1,1 +1,1 @@
-"""The Spark side: the streaming query, the stateful processor, state layout and metrics."""
+"""The Spark side: the streaming query, the partition stores' tasks, checkpoints, metrics."""

@@ -1,4 +1,4 @@
-"""The Structured Streaming query: raw topics → transformWithState → event topics."""
+"""The Structured Streaming query: raw topics → partition stores (no shuffle) → event topics."""
 
 from __future__ import annotations
 
@@ -17,21 +17,19 @@ from materializer.kafka.changelog import ChangelogJob
 from materializer.output.avro_registry import OPEN
 from materializer.output.values import ValueModes
 from materializer.settings import MaterializerConfig, SparkSettings
-from materializer.spark import checkpoint_files, class_archive, copy_dedupe, partition_job
-from materializer.spark.processor import OUTPUT_SCHEMA, MaterializeProcessor, bucket_column
-from shared.heartbeat import HEARTBEAT_BYTE
+from materializer.spark import checkpoint_files, class_archive, partition_job
 from shared.kafka_topics import TopicCreator
 from shared.pids import pid_alive
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, GroupedData, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
 CONSUMER_CACHE = "spark.kafka.consumer.cache.capacity"
 SPARK_CONSUMER_CACHE = 64  # Spark's default capacity
 LOCALITY_WAITS = ("spark.locality.wait", "spark.locality.wait.process")
-# How long a partition-mode task waits for the executor that holds its store (Spark's
+# How long a task waits for the executor that holds its store (Spark's
 # default for every level: 3 s). Spark's Kafka source spreads topic partitions over the
 # executors by hash, so one executor often has more tasks; after 3 s an idle one took a
 # task and rebuilt its store from the changelog (8.4 s per million keys), and the next
@@ -39,7 +37,6 @@ LOCALITY_WAITS = ("spark.locality.wait", "spark.locality.wait.process")
 # when an executor is lost, the batch then running waits this long once before its tasks
 # run elsewhere.
 PARTITION_LOCALITY_WAIT = "10s"
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # The source's consumers' fetch.max.wait.ms (Kafka's default 500), unless kafka.consumer sets
 # it. A task's consumer that has read its range to the end of the partition leaves a fetch
 # waiting at the broker; its next task, a micro-batch later, waits for that fetch to come
@@ -47,8 +44,6 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 # 500 ms of every micro-batch: 23 s instead of 3.6 s for a batch of 160,000 copies on
 # local[2] (bench_many_tables, Spark's own source -> sink).
 FETCH_MAX_WAIT_MS = "10"
-STATE_SERVER_LOGGER = ("org.apache.spark.sql.execution.python.streaming."
-                       "TransformWithStateInPySparkStateServer")
 
 
 def raw_topic_pattern(prefix: str) -> str:
@@ -57,7 +52,7 @@ def raw_topic_pattern(prefix: str) -> str:
 
 
 def event_settings(cfg: MaterializerConfig) -> EventSettings:
-    """The event shape settings the processor needs."""
+    """The event shape settings the workers' KeyHandler needs."""
     e = cfg.events
     return EventSettings(
         topic_prefix=cfg.kafka.topic_prefix, cluster=e.cluster, schemas=e.schemas,
@@ -128,7 +123,8 @@ def _jars(cfg: MaterializerConfig) -> str:
 
 def session(cfg: MaterializerConfig, available_now: bool = False,
             archive: class_archive.Plan | None = None) -> SparkSession:
-    """The SparkSession: RocksDB state store, loopback when local, the Kafka connector;
+    """The SparkSession: loopback when local, the Kafka connector, the scheduling the stores
+    need;
     `archive` (archive_plan): the driver JVM maps or writes a class archive."""
     from pyspark.sql import SparkSession
 
@@ -150,19 +146,10 @@ def session(cfg: MaterializerConfig, available_now: bool = False,
     jars = _jars(cfg)
     if jars:
         builder = builder.config("spark.jars", jars)
-    if available_now:
-        # Timers make every trigger plan a no-data batch; with availableNow the query would
-        # then never end (spark-notes §1.4). TTL expiry still runs for keys in the batches.
-        builder = builder.config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-    builder = (builder.config("spark.sql.shuffle.partitions", str(s.shuffle_partitions))
-               # Python workers talk to the JVM state server over a Unix socket: each
-               # round trip ~30 % cheaper than loopback TCP (profiled on local[1] while
-               # choosing the bucketed processor)
+    builder = (builder
+               # Python workers talk to the JVM over a Unix socket, not loopback TCP
                .config("spark.python.unix.domain.socket.enabled", "true")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-               .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
-                       "true"))
+               .config("spark.ui.showConsoleProgress", "false"))
     if CONSUMER_CACHE not in s.conf:
         raw = partition_job.raw_partition_counts(cfg.kafka.client(),
                                                  raw_topic_pattern(cfg.kafka.topic_prefix))
@@ -173,14 +160,12 @@ def session(cfg: MaterializerConfig, available_now: bool = False,
         extra = s.conf.get("spark.driver.extraJavaOptions", "")
         builder = builder.config("spark.driver.extraJavaOptions",
                                  f"{extra} {archive.options}".strip())
-    spark = builder.getOrCreate()
-    _quiet_state_server(spark)
-    return spark
+    return builder.getOrCreate()
 
 
 def scheduling_conf(s: SparkSettings) -> dict[str, str]:
-    """Scheduler settings the state mode needs, unless the user set them (spark.conf)."""
-    if s.state_mode != "spark" and not any(k in s.conf for k in LOCALITY_WAITS):
+    """Scheduler settings the partition stores need, unless the user set them (spark.conf)."""
+    if not any(k in s.conf for k in LOCALITY_WAITS):
         return {"spark.locality.wait.process": PARTITION_LOCALITY_WAIT}
     return {}
 
@@ -196,102 +181,57 @@ def consumer_cache_capacity(raw_partitions: dict[str, int]) -> int:
     return sum(raw_partitions.values()) + SPARK_CONSUMER_CACHE
 
 
-def _quiet_state_server(spark: SparkSession) -> None:
-    """The state server logs a WARN for every read of a key it does not hold, which is every
-    new Cassandra partition: keep it to errors in this JVM (local mode: the executors too;
-    a cluster's executors take the line from deploy/spark/log4j2-casscade.properties)."""
-    jvm = spark.sparkContext._jvm
-    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-        STATE_SERVER_LOGGER, jvm.org.apache.logging.log4j.Level.ERROR)
-
-
-def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = False,
-          initial_state: GroupedData | None = None) -> StreamingQuery:
-    """Start the query; `available_now` processes what is in Kafka now, then stops;
-    `initial_state` seeds a new checkpoint's state in its first micro-batch (rescale)."""
+def start(spark: SparkSession, cfg: MaterializerConfig,
+          available_now: bool = False) -> StreamingQuery:
+    """Start the query; `available_now` processes what is in Kafka now, then stops."""
     k = cfg.kafka
-    cfg = with_state_mode(spark, cfg)
-    made = frozenset(create_event_topics(cfg))
-    if cfg.spark.state_mode == "partition":
-        return write_events(_partition_events(spark, cfg, initial_state, made), cfg,
-                            available_now)
-    if checkpoint_files.files(spark, cfg.spark.checkpoint).exists(partition_job.STATE_DIR):
-        raise partition_job.PartitionModeRefused(
-            f"checkpoint {cfg.spark.checkpoint} was started with spark.state_mode partition; "
-            "the mode of a checkpoint is fixed (start a new one)")
-    processor = MaterializeProcessor(k.client(), f"{k.topic_prefix}.schemas",
-                                     event_settings(cfg), cfg.spark.batched_state,
-                                     cfg.spark.state_page_rows, made)
-    raw = read_raw(spark, cfg)
-    events = (raw.withColumn("bucket", bucket_column(raw.key, cfg.spark.state_buckets))
-              .groupBy("topic", "bucket")
-              .transformWithState(processor, OUTPUT_SCHEMA, "Append", "ProcessingTime",
-                                  initialState=initial_state))
-    return write_events(events, cfg, available_now)
+    raw = partition_job.raw_partition_counts(k.client(), raw_topic_pattern(k.topic_prefix))
+    made = frozenset(create_event_topics(cfg, raw))
+    return write_events(_events(spark, cfg, raw, made), cfg, available_now)
 
 
-def with_state_mode(spark: SparkSession, cfg: MaterializerConfig) -> MaterializerConfig:
-    """`cfg` with spark.state_mode "auto" made the checkpoint's own mode (partition for a
-    new checkpoint), logged."""
-    if cfg.spark.state_mode != "auto":
-        return cfg
-    started = partition_job.started_mode(checkpoint_files.files(spark, cfg.spark.checkpoint))
-    mode = started or "partition"
-    log.info("state mode", extra={"state_mode": mode, "checkpoint": str(cfg.spark.checkpoint),
-                                  "why": "the checkpoint's" if started else "a new checkpoint"})
-    return replace(cfg, spark=replace(cfg.spark, state_mode=mode))
-
-
-def create_event_topics(cfg: MaterializerConfig) -> list[str]:
+def create_event_topics(cfg: MaterializerConfig, raw: dict[str, int]) -> list[str]:
     """Create the event topic of every raw topic there is now, in one request, and wait
     until each takes writes (`TopicCreator.wait_writable`): a start with a backlog over many
     tables otherwise made them in its first micro-batch, beside the Kafka sink's first
     writes to them. Tables that appear later get theirs from the worker that first meets
-    them. The event topics' names."""
+    them. `raw`: the raw topics' partition counts. The event topics' names."""
     k = cfg.kafka
-    raw = partition_job.raw_partition_counts(k.client(), raw_topic_pattern(k.topic_prefix))
     topics = sorted(event_topic_of_raw(k.topic_prefix, t) for t in raw)
     TopicCreator(k.client(), cfg.events.partitions,
                  cfg.events.replication_factor).ensure_many(topics)
     return topics
 
 
-def _partition_events(spark: SparkSession, cfg: MaterializerConfig,
-                      initial_state: GroupedData | None, made: frozenset[str]) -> DataFrame:
-    """The events of spark.state_mode partition (materializer.spark.partition_job), after
-    its start checks; `made`: the event topics made at start."""
-    if initial_state is not None:
-        raise partition_job.PartitionModeRefused(
-            "materializer rescale seeds Spark's state store; spark.state_mode partition has "
-            "none (RUNBOOK \"State without shuffles\")")
+def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[str, int],
+            made: frozenset[str]) -> DataFrame:
+    """The events (materializer.spark.partition_job), after its start checks;
+    `raw_partitions`: the raw topics' partition counts now; `made`: the event topics made
+    at start."""
     k = cfg.kafka
     files = checkpoint_files.files(spark, cfg.spark.checkpoint)
-    raw_partitions = partition_job.raw_partition_counts(k.client(),
-                                                        raw_topic_pattern(k.topic_prefix))
     partition_job.check_start(files, files.exists("commits/0"), raw_partitions)
     changelog = ChangelogJob(k.client(), k.topic_prefix, partition_job.job_id(files),
                              cfg.events.replication_factor)
-    made = changelog.changelogs().ensure(raw_partitions)  # at once, as the event topics
-    changelog = replace(changelog, made=made)
+    # made at once, as the event topics were (`made`: those, for the workers)
+    changelogs = changelog.changelogs().ensure(raw_partitions)
+    changelog = replace(changelog, made=changelogs)
     # a local master's stores stay beside a local checkpoint (on the driver's disk, which
     # its executors share); a cluster's executors keep them in their own work directories
     local = (spark.sparkContext.master.startswith("local")
              and not checkpoint_files.is_uri(cfg.spark.checkpoint))
     root = partition_job.state_root(Path(cfg.spark.checkpoint)) if local else None
     return partition_job.events(
-        read_raw(spark, cfg, dedupe=False), root, k.client(),
+        read_raw(spark, cfg), root, k.client(),
         f"{k.topic_prefix}.schemas", event_settings(cfg), cfg.spark.state_page_rows,
         cfg.spark.dedupe_window_s,
         cfg.spark.partition_tasks or (spark.sparkContext.defaultParallelism if root else 0),
         changelog, made)
 
 
-def read_raw(spark: SparkSession, cfg: MaterializerConfig, dedupe: bool = True) -> DataFrame:
-    """The raw topics as a stream (topic, key, value, partition, offset); `dedupe` (the
-    spark mode): heartbeats and the copies within the dedupe window dropped in the JVM,
-    before Python."""
-    from pyspark.sql import functions as F
-
+def read_raw(spark: SparkSession, cfg: MaterializerConfig) -> DataFrame:
+    """The raw topics as a stream (topic, key, value, partition, offset), heartbeats
+    included: they make an idle partition's task run (its TTL expiries)."""
     k = cfg.kafka
     reader = (spark.readStream.format("kafka")
               .option("kafka.bootstrap.servers", k.bootstrap_servers)
@@ -304,16 +244,7 @@ def read_raw(spark: SparkSession, cfg: MaterializerConfig, dedupe: bool = True) 
         reader = reader.option("maxOffsetsPerTrigger", str(k.max_offsets_per_trigger))
     for key, value in k.consumer.items():
         reader = reader.option(f"kafka.{key}", value)
-    window = (copy_dedupe.window_for(spark, cfg.spark.checkpoint, cfg.spark.dedupe_window_s)
-              if dedupe else 0)
-    raw = reader.load()
-    if dedupe:
-        # the publishers' heartbeats (shared.heartbeat) carry no change; the partition mode
-        # (dedupe off) takes them: they make an idle partition's task run
-        raw = raw.where(F.substring("value", 1, 1) != F.lit(bytes([HEARTBEAT_BYTE])))
-    if window > 0:
-        raw = copy_dedupe.drop_copies(raw, window)
-    return raw.select("topic", "key", "value", "partition", "offset")
+    return reader.load().select("topic", "key", "value", "partition", "offset")
 
 
 def write_events(events: DataFrame, cfg: MaterializerConfig,

@@ -1,4 +1,4 @@
-"""The query without shuffles (spark.state_mode partition): raw topics → mapInArrow over
+"""The query, without shuffles: raw topics → mapInArrow over
 KeyHandler, state in a RocksDB per raw topic partition → event topics.
 
 Why it can do without Spark's state: the raw topics are keyed by partition key, so every
@@ -61,7 +61,7 @@ EXECUTOR_DIR = "casscade-partition-state"  # on a cluster: in each executor's wo
 
 
 def state_root(checkpoint: Path) -> Path:
-    """Where a checkpoint's partition-mode records live (its stores too, on a local
+    """Where a checkpoint's partition-store records live (its stores too, on a local
     master)."""
     return Path(checkpoint) / STATE_DIR
 
@@ -224,8 +224,8 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
     cpu = time.process_time()
     by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
     copies_in = dropped = 0
-    # a micro-batch's records of one key are merged in one call, as with transformWithState:
-    # how records fall into batches decides which intermediate images are events
+    # a micro-batch's records of one key are merged in one call: how records fall into
+    # batches decides which intermediate images are events
     for batch in batches:
         for topic, part, keys, values, offsets in _by_partition(batch.to_pydict()):
             copies_in += len(keys)
@@ -256,7 +256,7 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: 
             if timer == at_ms:  # else the key moved on (or rolled back) since it was indexed
                 result = handler.expire(pk, blob, schema_hash, now, _pages(store, pk), topic)
                 # old timer None: the next one is indexed even if it is the same time (this
-                # index entry is spent), as the spark mode registers its timer again
+                # index entry is spent)
                 _apply(store, pk, None, result)
                 out.extend((t, k, v, *_COUNTS) for t, k, v in result.outputs)
     keys = sum(s.estimated_keys() for s in stores.open.values())
@@ -276,7 +276,7 @@ def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], schema_topi
     executor's work directory); `tasks` > 0: the source's partitions (one per raw topic
     partition with records) coalesced into at most that many tasks; `changelog`: the
     stores' changelogs (None: local stores only); `made_topics`: the event topics the driver
-    made at start (`processor.key_handler`).
+    made at start (`worker_clients.key_handler`).
 
     Why coalesce: every task costs the same start (its Python function, Arrow streams, a
     handler) whatever it reads, so 20 tables of 4 partitions each paid it 80 times a
@@ -285,7 +285,7 @@ def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], schema_topi
     the stores need (`TaskStores` opens one per topic partition it meets)."""
     from pyspark.sql import functions as F
 
-    from materializer.spark.processor import key_handler
+    from materializer.spark.worker_clients import key_handler
 
     def handler_for() -> KeyHandler:
         return key_handler(kafka, schema_topic, settings, page_rows, made_topics)
@@ -312,7 +312,7 @@ PARTITIONS_RECORD = f"{STATE_DIR}/partitions.json"  # the raw topics' partition 
 
 def job_id(files: Files) -> str:
     """The id of a checkpoint's partition stores, in their changelog topics' names: made
-    the first time the checkpoint runs in partition mode, then read back."""
+    the first time the checkpoint runs, then read back."""
     import json
     import uuid
 
@@ -324,35 +324,28 @@ def job_id(files: Files) -> str:
     return made
 
 
-def started_mode(files: Files) -> str | None:
-    """The state mode a checkpoint was started in, None for a new one: partition mode
-    writes its records before Spark's query writes `metadata`, so a started checkpoint
-    without them is the spark mode's."""
-    if files.exists(STATE_DIR):
-        return "partition"
-    return "spark" if files.exists("metadata") else None
-
-
-class PartitionModeRefused(Exception):
-    """spark.state_mode partition cannot run with this master, checkpoint or topics."""
+class CheckpointRefused(Exception):
+    """The partition stores cannot run with this checkpoint or these raw topics."""
 
 
 def check_start(files: Files, started: bool, partitions: dict[str, int]) -> None:
-    """Refuse what the partition stores cannot follow: a checkpoint started in the other
-    mode, or a raw topic with more partitions than when its state was first written (its
-    keys moved). Records the raw topics' partition counts for the next start."""
+    """Refuse what the partition stores cannot follow: a checkpoint an earlier casscade
+    started in its spark state mode, or a raw topic with more partitions than when its
+    state was first written (its keys moved). Records the raw topics' partition counts
+    for the next start."""
     import json
 
-    where = f"spark.state_mode partition (checkpoint {files.location})"
+    where = f"checkpoint {files.location}"
     if started and not files.exists(STATE_DIR):
-        raise PartitionModeRefused(
-            f"{where}: this checkpoint was started with spark.state_mode spark, whose state "
-            "is in Spark's store; the mode of a checkpoint is fixed (start a new one)")
+        raise CheckpointRefused(
+            f"{where}: this checkpoint was started in the spark state mode (Spark's state "
+            "store), which this casscade no longer has; start a new spark.checkpoint with "
+            "kafka.starting_offsets earliest (RUNBOOK \"Upgrading from the spark state mode\")")
     text = files.read_text(PARTITIONS_RECORD)
     known = json.loads(text) if text is not None else {}
     grown = {t: (known[t], n) for t, n in partitions.items() if t in known and n != known[t]}
     if grown:
-        raise PartitionModeRefused(
+        raise CheckpointRefused(
             f"{where}: raw topics changed their partition count since their state was "
             f"written, so their keys moved between partition stores: "
             + ", ".join(f"{t} {a} -> {b}" for t, (a, b) in sorted(grown.items()))

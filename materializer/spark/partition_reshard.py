@@ -1,4 +1,4 @@
-"""Re-sharding a stopped partition-mode job's stores for raw topics with more partitions
+"""Re-sharding a stopped job's partition stores for raw topics with more partitions
 (`casscade materializer reshard`): every key's store entries move to the store of the
 partition its raw records go to now, through a new set of changelog topics.
 
@@ -25,8 +25,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from materializer.checkpoint_log import last_commit, parse_offset_log
 from materializer.kafka.changelog import changelog_topic
-from materializer.rescale import RescaleRefused, last_commit, parse_offset_log
 from materializer.spark import checkpoint_files, partition_job
 from materializer.spark.job import raw_topic_pattern
 from materializer.store.partition_store import owner_of
@@ -35,15 +35,20 @@ from shared.partitioner import partitioner as partition_function
 log = logging.getLogger(__name__)
 
 
+class ReshardRefused(Exception):
+    """The checkpoint, the raw topics or the settings do not allow a reshard; the message
+    says why."""
+
+
 def committed_offsets(checkpoint: Path) -> dict[str, dict[int, int]]:
     """The raw offsets the last committed micro-batch ended at; refused while a batch is
     planned but not committed (the job runs, or stopped mid-batch)."""
     batch = last_commit(checkpoint)
     if batch is None:
-        raise RescaleRefused(f"{checkpoint}: no committed micro-batch")
+        raise ReshardRefused(f"{checkpoint}: no committed micro-batch")
     planned = max(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
     if planned != batch:
-        raise RescaleRefused(f"{checkpoint}: micro-batch {planned} is planned but not committed "
+        raise ReshardRefused(f"{checkpoint}: micro-batch {planned} is planned but not committed "
                              "(stop the job, then run it with --available-now to its end)")
     _conf, sources = parse_offset_log((checkpoint / "offsets" / str(batch)).read_text())
     return {t: {int(p): int(o) for p, o in parts.items()}
@@ -81,8 +86,8 @@ def reshard_entries(entries: dict[int, dict[bytes, bytes]], partitions: int,
 
 def reshard(kafka: dict[str, str], prefix: str, checkpoint: str | Path, partitions: int,
             partitioner: str, replication: int) -> dict[str, Any]:
-    """Move a stopped, drained partition-mode checkpoint's stores to raw topics of
-    `partitions` partitions (RescaleRefused when it may not); a report of what moved."""
+    """Move a stopped, drained checkpoint's partition stores to raw topics of
+    `partitions` partitions (ReshardRefused when it may not); a report of what moved."""
     from confluent_kafka.admin import AdminClient, NewPartitions
 
     from materializer.kafka.changelog import Changelogs
@@ -93,20 +98,20 @@ def reshard(kafka: dict[str, str], prefix: str, checkpoint: str | Path, partitio
     root = partition_job.state_root(checkpoint)
     counts = files.read_text(partition_job.PARTITIONS_RECORD)
     if counts is None or not files.exists(partition_job.CHANGELOG_RECORD):
-        raise RescaleRefused(f"{checkpoint}: not a checkpoint of spark.state_mode partition "
+        raise ReshardRefused(f"{checkpoint}: not a checkpoint of the partition stores "
                              "with changelogs (run the job on it first)")
     partition_of = partition_function(partitioner)
     known: dict[str, int] = json.loads(counts)
     fewer = {t: n for t, n in known.items() if n > partitions}
     if fewer:
-        raise RescaleRefused(f"raw topics with more than {partitions} partitions (Kafka "
+        raise ReshardRefused(f"raw topics with more than {partitions} partitions (Kafka "
                              f"cannot take partitions away): {fewer}")
     admin = AdminClient(kafka)
     current = partition_job.raw_partition_counts(kafka, raw_topic_pattern(prefix))
     ends = _ends(kafka, current)
     left = undrained(ends, committed_offsets(checkpoint))
     if left:
-        raise RescaleRefused(f"raw records not processed yet: {left}; stop the publishers, "
+        raise ReshardRefused(f"raw records not processed yet: {left}; stop the publishers, "
                              "run the job with --available-now to its end, then reshard")
     old_id = partition_job.job_id(files)
     new_id = uuid.uuid4().hex[:12]

@@ -1,7 +1,8 @@
 """Spark's per-micro-batch progress reports → the shared metrics registry (pure, no Spark).
 
 The driver feeds every new `StreamingQueryProgress` (its JSON form) to `ProgressMetrics`;
-`/metrics` then shows throughput, batch time, state size and the Kafka lag of the raw topics.
+`/metrics` then shows throughput, batch time, the partition stores and the Kafka lag of the
+raw topics.
 """
 
 from __future__ import annotations
@@ -30,27 +31,21 @@ class ProgressMetrics:
                                 "Wall time of the last micro-batch that read records")
         self.rate = r.gauge(_P + "processed_rows_per_second",
                             "Raw records per second in the last micro-batch that read records")
-        self.state_rows = r.gauge(_P + "state_keys", "Keys (Cassandra partitions) in state")
-        self.state_bytes = r.gauge(_P + "state_memory_bytes",
-                                   "State store memory as Spark reports it")
         self.copies_dropped = r.counter(
             _P + "copies_dropped_total",
-            "Raw records dropped before Python as a copy of one already seen (dedupe window)")
-        self.dedupe_keys = r.gauge(_P + "dedupe_digests",
-                                   "Copy digests held for the dedupe window")
-        self.dedupe_bytes = r.gauge(_P + "dedupe_memory_bytes",
-                                    "Dedupe state memory as Spark reports it")
+            "Raw records dropped before the merge as a copy of one already seen (dedupe "
+            "window)")
         self.store_keys = r.gauge(
             _P + "partition_store_keys",
-            "spark.state_mode partition: keys (entries, copy digests, expiry index) in the "
-            "stores the last micro-batch opened, as RocksDB estimates them")
+            "Keys (entries, copy digests, expiry index) in the partition stores the last "
+            "micro-batch opened, as RocksDB estimates them")
         self.stores_restored = r.counter(
             _P + "partition_stores_restored_total",
-            "spark.state_mode partition: stores a task found behind their changelog and "
-            "caught up or rebuilt (steady state: none)")
+            "Partition stores a task found behind their changelog and caught up or rebuilt "
+            "(steady state: none)")
         self.writes_restored = r.counter(
             _P + "partition_store_writes_restored_total",
-            "spark.state_mode partition: changelog writes read back into stores")
+            "Changelog writes read back into partition stores")
         self.lag = r.gauge(_P + "kafka_offsets_behind_latest",
                            "Raw records not read yet (summed over partitions, at batch end)")
         self.last_batch_id = r.gauge(_P + "last_batch_id", "Id of the last micro-batch")
@@ -84,10 +79,6 @@ class ProgressMetrics:
                                             .get("numOutputRows", 0) or 0)))
             self.batch_ms.set((progress.get("durationMs") or {}).get("triggerExecution", 0))
             self.rate.set(float(progress.get("processedRowsPerSecond") or 0.0))
-            self.copies_dropped.inc(sum(
-                int((op.get("customMetrics") or {}).get("numDroppedDuplicateRows", 0))
-                for op in progress.get("stateOperators") or [] if _is_dedupe(op)))
-            # spark.state_mode partition drops copies in its stores and counts them itself
             parts = _partition_metrics(progress)
             self.copies_dropped.inc(int(parts.get("copies_dropped") or 0))
             restored = int(parts.get("stores_restored") or 0)
@@ -98,15 +89,8 @@ class ProgressMetrics:
             self.stores_restored.inc(restored)
             self.writes_restored.inc(int(parts.get("writes_restored") or 0))
         self.last_batch_id.set(batch)
-        operators = progress.get("stateOperators") or []
-        keyed = [op for op in operators if not _is_dedupe(op)]
-        dedupe = [op for op in operators if _is_dedupe(op)]
-        self.state_rows.set(sum(int(op.get("numRowsTotal", 0)) for op in keyed))
-        self.state_bytes.set(sum(int(op.get("memoryUsedBytes", 0)) for op in keyed))
-        self.dedupe_keys.set(sum(int(op.get("numRowsTotal", 0)) for op in dedupe))
         if _partition_metrics(progress):
             self.store_keys.set(int(_partition_metrics(progress).get("store_keys") or 0))
-        self.dedupe_bytes.set(sum(int(op.get("memoryUsedBytes", 0)) for op in dedupe))
         behind = [_offsets_behind(s) for s in progress.get("sources") or []]
         known = [b for b in behind if b is not None]
         if known:
@@ -122,14 +106,10 @@ class ProgressMetrics:
 
 
 def _partition_metrics(progress: dict[str, Any]) -> dict[str, Any]:
-    """The observed metrics of spark.state_mode partition's merge ({} for the other mode)."""
+    """The observed metrics of the partition stores' merge ({} in a report without them)."""
     metrics = (progress.get("observedMetrics") or {}).get(PARTITION_METRICS) or {}
     # a progress object's metrics are a pyspark Row, its JSON form's a dict
     return metrics.asDict() if hasattr(metrics, "asDict") else dict(metrics)
-
-
-def _is_dedupe(operator: dict[str, Any]) -> bool:
-    return str(operator.get("operatorName", "")).startswith("dedupe")
 
 
 def _offsets_behind(source: dict[str, Any]) -> float | None:

@@ -1,5 +1,5 @@
-"""The state of one raw topic's Kafka partition in a local RocksDB (spark.state_mode
-partition): each key's entries, the copy digests seen, and an index of TTL expiry times.
+"""The state of one raw topic's Kafka partition in a local RocksDB: each key's entries,
+the copy digests seen, and an index of TTL expiry times.
 
 Why every value carries a batch id: Spark runs a micro-batch again after a crash, and
 retries a failed task, so a store that already holds some of a batch's effects must be able

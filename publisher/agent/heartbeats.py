@@ -3,7 +3,7 @@ prefix at a set interval (`kafka.heartbeat_interval_s`), carrying its host, read
 and clock (`shared.heartbeat`).
 
 Why every raw topic, not only the ones it wrote to: a table with no writes since the
-publisher started still has rows whose TTL expires, and the materializer's partition mode
+publisher started still has rows whose TTL expires, and the materializer
 finds expiries when a partition's task runs, which takes a record in that partition.
 """
 

@@ -8,7 +8,6 @@ last SECONDS s. Design §7 target: p50 <= 2 s,
 p99 <= 5 s with a 1 s commitlog sync. `test_bench_end_to_end_latency_rf3` does the same on the
 test ring (three nodes at RF=3, writes at QUORUM, a publisher beside each node), where every
 change reaches the job three times (issue 14's goal there: p50 <= 2 s, p99 <= 4 s).
-BENCH_STATE_MODE=partition runs the job without shuffles (spark.state_mode partition).
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from support import http_get
 
 from devstack import cassandra, kafka
 from devstack.cassandra import cql_cluster
+from materializer.spark.progress import PARTITION_METRICS
 
 RATE = int(os.environ.get("BENCH_RATE", "2000"))
 SECONDS = int(os.environ.get("BENCH_SECONDS", "30"))
@@ -44,7 +44,6 @@ SECONDS = int(os.environ.get("BENCH_SECONDS", "30"))
 # (Python workers starting, the JVM compiling the query's code)
 WARMUP_S = int(os.environ.get("BENCH_WARMUP_S", "60"))
 TRIGGER_MS = int(os.environ.get("BENCH_TRIGGER_MS", "1000"))
-STATE_MODE = os.environ.get("BENCH_STATE_MODE", "spark")  # spark.state_mode of the job
 HTTP_PORT = 18112
 LAST_BREAKDOWN: list = []  # the last progress report seen: where a micro-batch's time goes
 
@@ -128,7 +127,7 @@ def _start_job(stack: Any, prefix: str, tmp_path: Path) -> Any:
     """The materializer following `prefix`'s raw topics, triggered every TRIGGER_MS."""
     return start_materializer(materializer_command(
         stack, prefix, tmp_path / "ckpt", f"spark.trigger_interval_ms={TRIGGER_MS}",
-        f"http.port={HTTP_PORT}", f"spark.state_mode={STATE_MODE}", available_now=False),
+        f"http.port={HTTP_PORT}", available_now=False),
         tmp_path / "job.log")
 
 
@@ -178,7 +177,7 @@ def _report(what: str, latencies: list[float], measured: int,
             batches: dict[int, tuple[int, int]], cores: dict[str, float]) -> None:
     assert len(latencies) >= measured, f"{len(latencies)} of {measured} arrived"
     q = statistics.quantiles(latencies, n=100)
-    print(f"\n{what}, spark.state_mode {STATE_MODE}: write -> change event at {RATE} "
+    print(f"\n{what}: write -> change event at {RATE} "
           f"writes/s for {SECONDS}s after "
           f"{WARMUP_S}s, trigger {TRIGGER_MS} ms: "
           f"p50 {q[49]:.2f}s, p99 {q[98]:.2f}s, max {max(latencies):.2f}s "
@@ -186,7 +185,8 @@ def _report(what: str, latencies: list[float], measured: int,
     seen = sorted(batches.items())
     print("micro-batches seen (id: rows, ms): "
           + ", ".join(f"{b}: {n}, {ms}" for b, (n, ms) in seen))
-    print(f"last batch seen, where its time went (ms): {LAST_BREAKDOWN}")
+    print("last batch seen (id, rows, where its time went in ms, the partition stores' "
+          f"counts): {LAST_BREAKDOWN}")
     if cores:
         machine = cores.pop("machine")
         print(f"cores busy over the measured writes: {machine:.2f} of {os.cpu_count()}: "
@@ -203,13 +203,9 @@ def _batch(batches: dict[int, tuple[int, int]]) -> None:
     if last:
         batches[last["batchId"]] = (last["numInputRows"],
                                     last["durationMs"].get("triggerExecution", 0))
-        ops = last.get("stateOperators") or [{}]
-        custom = ops[0].get("customMetrics", {})
-        LAST_BREAKDOWN[:] = [last["batchId"], last["numInputRows"], last["durationMs"], {
-            "state_updates_ms": ops[0].get("allUpdatesTimeMs"),
-            "state_commit_ms": ops[0].get("commitTimeMs"),
-            **{k: v for k, v in custom.items() if k.startswith("rocksdbCommit")
-               or k == "rocksdbChangeLogWriterCommitLatencyMs"}}]
+        # the partition stores' task counts (Python CPU, copies, stores): no state operators
+        stores = (last.get("observedMetrics") or {}).get(PARTITION_METRICS) or {}
+        LAST_BREAKDOWN[:] = [last["batchId"], last["numInputRows"], last["durationMs"], stores]
 
 
 def _poll(consumer: Consumer, latencies: list[float], first: int, timeout: float = 1.0) -> int:

@@ -1,31 +1,29 @@
-"""The floor under any processor at RF=3: the job's own source, copy dedupe and Kafka sink
-around a JVM operator that does the least a processor must (jvm_floor/CopyFloor.java: per
-key, state read once and written once per micro-batch, one output per input; no decoding,
-no merge).
+"""The floors under the job at RF=3: the job's own Kafka source and sink around the least
+a query must do per change, beside the job itself.
 
 Same synthetic input as bench_rf3 (each change three times, shuffled). Runs one query
 after the other on the same broker, local[2] by default (JVM_FLOOR_CORES), so the figures
-compare; JVM_FLOOR_RUNS lists query:dedupe-window-s pairs (0: the copy dedupe off):
-- "kafka-floor": source, dedupe, sink; no processor;
-- "jvm-floor": CopyFloor;
-- "py-floor", "py-nostate": CopyFloor's work in a Python processor shaped like the real one,
-  with and without its state calls;
-- "tws": the real job (transformWithState over KeyHandler);
-- "tws-pandas": the real job's processor on transformWithStateInPandas (the same buckets,
-  state calls and merge; each group's input as pandas DataFrames instead of Rows);
-- "arrow-floor": the floor of a design without shuffles or Spark state (not casscade's):
-  raw topics are keyed by partition key, so every copy of a key is in one Kafka partition,
-  read by one task; a mapInArrow over the source drops copies by digest and reads and
-  writes each key's last value in a RocksDB (rocksdict) per Kafka partition, one output
-  per change. What it leaves out: making that state consistent with Spark's checkpoint
+compare; JVM_FLOOR_RUNS lists query:dedupe-window-s pairs (spark.dedupe_window_s, 0: the
+copy dedupe off; the job's partition stores use it, the floors ignore it: the job no longer
+drops copies before them, and arrow-floor drops every copy it has seen):
+- "kafka-floor": source and sink; every copy goes straight through, no state;
+- "kafka-floor-one": the same into one output topic, <prefix>.floor.all (the sink's share);
+- "jvm-floor": a JVM operator that does the least a merge must (jvm_floor/CopyFloor.java:
+  per key, state read once and written once per micro-batch, one output per input; no
+  decoding, no merge) over a shuffle and Spark's RocksDB state store;
+- "arrow-floor": the floor of the job's own design, without shuffles or Spark state: raw
+  topics are keyed by partition key, so every copy of a key is in one Kafka partition, read
+  by one task; a mapInArrow over the source drops copies by digest and reads and writes
+  each key's last value in a RocksDB (rocksdict) per Kafka partition, one output per
+  change. What it leaves out: making that state consistent with Spark's checkpoint
   (replayed batches) and with task placement on a cluster;
-- "partition": that design as built, the job with spark.state_mode partition
-  (materializer.spark.partition_job: rollback on replay, expiry index, copy window).
+- "partition": that design as built, the job (materializer.spark.partition_job: partition
+  stores, rollback on replay, expiry index, copy window).
 A query name with "+kafka" runs with the Kafka client settings in BENCH_KAFKA_TUNED
 (comma-separated c:name=value for the source's consumer, p:name=value for the sink's
 producer).
 What it answers for issue 14: how many logical changes per core Spark itself leaves room
-for, i.e. what a JVM-side merge could reach at best, and where today's cost goes. Also
+for, i.e. what a JVM-side merge could reach at best, and where the job's cost goes. Also
 printed: the Kafka broker's share of the busy CPU.
 """
 
@@ -50,8 +48,9 @@ from shared.kafka_topics import TopicCreator, read_to_end
 HERE = Path(__file__).parent / "jvm_floor"
 CORES = int(os.environ.get("JVM_FLOOR_CORES", "2"))
 # (query, copy dedupe window in s; 0: off)
-DEFAULT_RUNS = ("kafka-floor:0,jvm-floor:0,jvm-floor:120,py-nostate:0,py-floor:0,py-floor:120,"
-                "tws:0,tws:120,tws-pandas:120,arrow-floor:0,partition:120")
+DEFAULT_RUNS = "kafka-floor:0,jvm-floor:0,arrow-floor:0,partition:120"
+# the floors' output: what the job writes to its event topics
+FLOOR_SCHEMA = "topic STRING, key BINARY, value BINARY"
 RUNS = [(api, int(window)) for api, window in (
     r.split(":") for r in os.environ.get("JVM_FLOOR_RUNS", DEFAULT_RUNS).split(","))]
 
@@ -66,47 +65,6 @@ def build_jar(out: Path) -> Path:
     jar = out / "copy-floor.jar"
     subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "."], check=True)
     return jar
-
-
-def python_floor(with_state: bool) -> object:
-    """A transformWithState processor shaped like MaterializeProcessor (key buckets, fast row
-    decode, pipelined MapState calls) doing CopyFloor's work in Python instead of KeyHandler's:
-    the PySpark machinery's own cost. Without state: no state calls at all."""
-    from pyspark.sql import Row
-    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
-
-    from materializer.spark import state_batch
-
-    class PythonFloor(StatefulProcessor):
-        def init(self, handle: object) -> None:
-            state_batch.install_schema_cache()
-            state_batch.install_fast_row_decode()
-            last = handle.getMapState("last", "pk BINARY", "value BINARY")  # type: ignore
-            self.pipe = state_batch.BatchedMapState(handle, last) if with_state else None
-
-        def handleInputRows(self, key: tuple, rows: Iterator, timerValues: object) -> Iterator:
-            out_topic = key[0].replace(".raw.", ".floor.")
-            by_pk: dict[bytes, list[bytes]] = {}
-            for r in rows:
-                by_pk.setdefault(bytes(r.key), []).append(bytes(r.value))
-            pks = list(by_pk)
-            befores = (self.pipe.get_many([(pk,) for pk in pks]) if self.pipe
-                       else [None] * len(pks))
-            out, updates = [], []
-            for pk, before in zip(pks, befores, strict=True):
-                last = bytes(before[0]) if before else b""
-                for value in by_pk[pk]:
-                    out.append(Row(topic=out_topic, key=pk, value=last + value))
-                    last = value
-                updates.append(((pk,), (last,)))
-            if self.pipe:
-                self.pipe.update_many(updates)
-            return iter(out)
-
-        def close(self) -> None:
-            pass
-
-    return PythonFloor()
 
 
 def _first_copy(dbs: dict, state_dir: str, topic: str, part: int, value: bytes) -> object:
@@ -128,7 +86,7 @@ def _first_copy(dbs: dict, state_dir: str, topic: str, part: int, value: bytes) 
 
 
 def _arrow_out(rows: list[tuple[str, bytes | None, bytes | None]]) -> object:
-    """(topic, key, value) rows as one Arrow batch of OUTPUT_SCHEMA (typed even if empty)."""
+    """(topic, key, value) rows as one Arrow batch of FLOOR_SCHEMA (typed even if empty)."""
     import pyarrow as pa
 
     return pa.RecordBatch.from_pydict(
@@ -164,41 +122,35 @@ def arrow_floor(state_dir: str) -> object:
 
 
 def start_floor(spark: object, cfg: MaterializerConfig, api: str) -> object:
-    """The job's query (job.read_raw → … → job.write_events) with CopyFloor as processor
-    ("jvm-floor"), with its Python twin ("py-floor", "py-nostate": python_floor), with a
-    mapInArrow and rocksdict instead of shuffles and Spark state ("arrow-floor"), or with
-    none ("kafka-floor": every record that passes the
-    dedupe goes straight to the output topic, no shuffle after it, no state of its own;
-  "kafka-floor-one": the same into one output topic, <prefix>.floor.all)."""
+    """The job's query (job.read_raw → … → job.write_events) with CopyFloor in place of the
+    partition stores ("jvm-floor"), with a mapInArrow and rocksdict ("arrow-floor"), or
+    with nothing between ("kafka-floor": every raw record goes straight to the output
+    topic, no state of its own; "kafka-floor-one": the same into one output topic,
+    <prefix>.floor.all)."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
-    from materializer.spark.processor import OUTPUT_SCHEMA, bucket_column
-
     raw = job.read_raw(spark, cfg)
-    if api.startswith("py-"):
-        out = (raw.withColumn("bucket", bucket_column(raw.key, cfg.spark.state_buckets))
-               .groupBy("topic", "bucket")
-               .transformWithState(python_floor(api == "py-floor"), OUTPUT_SCHEMA, "Append",
-                                   "None"))
-    elif api == "arrow-floor":
+    if api == "arrow-floor":
         state_dir = Path(cfg.spark.checkpoint) / "rocksdict"
         state_dir.mkdir(parents=True, exist_ok=True)
-        out = raw.mapInArrow(arrow_floor(str(state_dir)), OUTPUT_SCHEMA)
+        out = raw.mapInArrow(arrow_floor(str(state_dir)), FLOOR_SCHEMA)
     elif api == "kafka-floor":
         out = raw.select(F.regexp_replace("topic", r"\.raw\.", ".floor.").alias("topic"),
                          "key", "value")
     elif api == "kafka-floor-one":  # the same, every record into one topic: the sink's share
         out = raw.select(F.lit(f"{cfg.kafka.topic_prefix}.floor.all").alias("topic"), "key",
                          "value")
-    else:
+    elif api == "jvm-floor":
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
         out = DataFrame(jvm.casscade.bench.CopyFloor.apply(raw._jdf), spark)
+    else:
+        raise ValueError(f"no floor query {api!r}")
     return job.write_events(out, cfg, available_now=True)
 
 
 def test_bench_jvm_floor_rf3(stack, tmp_path: Path, monkeypatch) -> None:
-    """Logical changes/s per core: the floors, then the real job, same input shape."""
+    """Logical changes/s per core: the floors, then the job, same input shape."""
     monkeypatch.setenv("BENCH_EXTRA_CP", str(build_jar(tmp_path / "jar")))
     changes = (CHANGES // KEYS) * KEYS
     broker = kafka.running_pid(stack)
@@ -219,7 +171,8 @@ def test_bench_jvm_floor_rf3(stack, tmp_path: Path, monkeypatch) -> None:
         rows = sum(n for n, _ in steady)
         secs = sum(ms for _, ms in steady) / 1000
         logical = rows / 3  # changes; every change arrives as three copies
-        print(f"\n{api}, RF=3 synthetic, dedupe window {window} s, local[{CORES}]: "
+        label = api.replace("partition", "the job (partition stores)")
+        print(f"\n{label}, RF=3 synthetic, dedupe window {window} s, local[{CORES}]: "
               f"first batch {first[0]:,} copies in {first[1] / 1000:.1f}s; steady "
               f"{rows:,} copies in {secs:.1f}s = {logical / secs:,.0f} changes/s "
               f"({logical / secs / CORES:,.0f} per core), {rows / secs / CORES:,.0f} copies/s "
@@ -233,6 +186,6 @@ def test_bench_jvm_floor_rf3(stack, tmp_path: Path, monkeypatch) -> None:
             print(f"  Python workers (input read, merge, state): {python_ms * 1000 / logical:.0f}"
                   f" us per change; the JVM, scheduling and waits: the rest; copies that "
                   f"reached Python: {to_python:,} of {copies_sent:,}")
-        if api.split("+")[0] in ("tws", "tws-pandas", "partition"):  # one event per change
+        if api.split("+")[0] == "partition":  # the job: one event per change
             events = sum(1 for _ in read_to_end(stack.bootstrap_servers, f"{prefix}.bench.t"))
             assert events == changes, (api, events, changes)

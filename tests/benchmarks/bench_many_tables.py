@@ -7,14 +7,14 @@ each its own schema), each table's raw topic with TABLES_PARTITIONS partitions (
 schema records in the schema topic. Then, one query after the other on the same broker and
 local[TABLES_CORES] (or BENCH_MASTER's cluster): every entry of TABLES_MODES (kafka-floor =
 Spark's Kafka source straight into its sink, bench_jvm_floor's floor; kafka-floor-one = the
-same into one output topic, the sink's share; partition, tws = the two state modes) over every
-count in TABLES_COUNTS, each from its own checkpoint.
+same into one output topic, the sink's share; partition = the job, its partition stores) over
+every count in TABLES_COUNTS, each from its own checkpoint.
 
 Printed per run: logical changes/s per core over the whole run (first batch included: a
 backlog at start is the case users meet) and over the steady batches, the ratio to the
 one-table run of the same mode and to the floor of the same table count, and per micro-batch
-the tasks that ran (topic-partitions with records; the partition mode's own count) and the
-partition stores opened. One event per change is asserted for the state modes.
+the tasks that ran (topic-partitions with records; the job's own count) and the
+partition stores opened. One event per change is asserted for the job.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ PARTITIONS = int(os.environ.get("TABLES_PARTITIONS", "4"))
 CORES = int(os.environ.get("TABLES_CORES", "2"))
 PER_BATCH = int(os.environ.get("TABLES_BATCH", "200000"))  # the job's default
 COUNTS = [int(n) for n in os.environ.get("TABLES_COUNTS", "1,20,100").split(",")]
-MODES = os.environ.get("TABLES_MODES", "kafka-floor,partition,tws").split(",")
+MODES = os.environ.get("TABLES_MODES", "kafka-floor,partition").split(",")
 # BENCH_MASTER (bench_materializer's job): a cluster instead of local[TABLES_CORES]; give
 # TABLES_CORES its executors' cores
 MASTER = os.environ.get("BENCH_MASTER") or f"local[{CORES}]"
@@ -90,7 +90,7 @@ def publish(bootstrap: str, prefix: str, schemas: list[TableSchema], seed: int =
 
 
 def test_bench_many_tables(stack, tmp_path: Path) -> None:
-    """Changes/s per core with 1, 20 and 100 tables, each mode beside Spark's Kafka floor."""
+    """Changes/s per core with 1, 20 and 100 tables, the job beside Spark's Kafka floor."""
     results: dict[tuple[str, int], float] = {}
     steadies: dict[tuple[str, int], float] = {}  # over the batches after the first
     for count in COUNTS:

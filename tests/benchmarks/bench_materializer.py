@@ -7,12 +7,11 @@
     benchmark that takes its table from here) in a raw topic; the query runs availableNow
     with MAX_PER_BATCH records per micro-batch. rows/s = rows of the steady micro-batches /
     their trigger time (the first, with Python worker start-up, is reported apart).
-    BENCH_SPARK lists the runs as api:cores: tws (the job as configured: key buckets,
-    pipelined state calls), stock (buckets, PySpark's own per-call state API), pandas
-    (applyInPandasWithState, one group per key: the API comparison).
+    BENCH_SPARK lists the runs as query:cores, query as bench_jvm_floor names it
+    (partition: the job, its partition stores).
 (c) One wide partition: the cost of a one-row batch as the partition grows, with and
     without pages; (d) the same through the real job (BENCH_WIDE_ROWS rows, local[1]).
-State size: the checkpoint's state directory per million keys, and the state blobs' own
+State size: the partition stores' directory per million keys, and the state blobs' own
 bytes per key. Target (design §7): >= 20,000 row updates/s per core.
 """
 
@@ -31,6 +30,7 @@ from confluent_kafka import Producer
 
 from materializer.handler import EventSettings, KeyHandler, RawRecord
 from materializer.output.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
+from materializer.spark.partition_job import STATE_DIR
 from shared import rowupdate
 from shared.kafka_topics import TopicCreator
 from shared.schema import TableSchema, table_from_json
@@ -42,7 +42,7 @@ MAX_PER_BATCH = int(os.environ.get("BENCH_BATCH", "40000"))
 # worst case); grouped: a key's updates side by side (UPDATES rows per key per batch)
 ORDER = os.environ.get("BENCH_ORDER", "interleaved")
 RUNS = [(api, int(cores)) for api, cores in (r.split(":") for r in os.environ.get(
-    "BENCH_SPARK", "tws:1,tws:2,pandas:1").split(","))]
+    "BENCH_SPARK", "partition:1,partition:2").split(","))]
 
 # the table's columns, its key included: k, then c1..c(N-1), int and text in turn; every
 # change writes them all (5: the figures in the README; 10: issue 14's wider rows)
@@ -195,9 +195,13 @@ cfg.kafka.max_offsets_per_trigger = int(per_batch)
 # BENCH_MASTER: a cluster's master (spark://...), `cores` then its executors' cores
 cfg.spark.master = os.environ.get("BENCH_MASTER") or f"local[{cores}]"
 cfg.spark.checkpoint = ckpt
-cfg.spark.shuffle_partitions = int(os.environ.get("BENCH_SHUFFLE") or cores)
 cfg.spark.driver_memory = "2g"
-cfg.spark.batched_state = api != "stock"
+if api.startswith("jvm-floor"):  # its shuffle and state store, which the job no longer sets
+    cfg.spark.conf.update({
+        "spark.sql.shuffle.partitions": cores,
+        "spark.sql.streaming.stateStore.providerClass":
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"})
 if os.environ.get("BENCH_DEDUPE_S"):
     cfg.spark.dedupe_window_s = int(os.environ["BENCH_DEDUPE_S"])
 cfg.events.format = os.environ.get("BENCH_FORMAT", "json")  # the events' encoding
@@ -212,20 +216,15 @@ if "+kafka" in api:  # the Kafka client settings of BENCH_KAFKA_TUNED (c:name=v,
         side, setting = item.split(":", 1)
         name, value = setting.split("=", 1)
         (cfg.kafka.consumer if side == "c" else cfg.kafka.producer)[name] = value
-cfg.spark.state_mode = "partition" if api == "partition" else "spark"
+if api != "partition" and "floor" not in api:
+    sys.exit(f"unknown query {api!r}: partition or a floor of bench_jvm_floor")
 spark = job.session(cfg, available_now=True)
 spark.sparkContext.setLogLevel("ERROR")
-if api in ("tws", "stock", "partition"):
+if api == "partition":
     query = job.start(spark, cfg, available_now=True)
-elif "floor" in api or api == "py-nostate":
+else:
     from bench_jvm_floor import start_floor
     query = start_floor(spark, cfg, api)
-elif api == "tws-pandas":
-    from bench_pandas_state import start_tws_pandas
-    query = start_tws_pandas(spark, cfg)
-else:
-    from bench_pandas_state import start_pandas
-    query = start_pandas(spark, cfg)
 query.awaitTermination()
 assert query.exception() is None, query.exception()
 done = [p for p in query.recentProgress if p["numInputRows"]]
@@ -269,25 +268,26 @@ def _publish(bootstrap: str, prefix: str) -> int:
 
 
 def _run_job(stack, api: str, cores: int, prefix: str, ckpt: Path, per_batch: int,
-             *extra: str, partitions: int | None = None,
-             dedupe_s: int | None = None, details: list | None = None,
-             observed: list | None = None) -> list[tuple[int, int]]:
-    """The job over what the raw topics hold now: (rows, ms) of each non-empty batch;
-    `partitions`: spark.shuffle_partitions (default: as many as cores); `dedupe_s`:
-    spark.dedupe_window_s (default: the job's own); `details` gets each such batch's
-    durations (ms) and state operators' metrics from Spark's progress report, `observed`
-    its observed metrics."""
+             *extra: str, dedupe_s: int | None = None, details: list | None = None,
+             observed: list | None = None, master: str | None = None
+             ) -> list[tuple[int, int]]:
+    """Query `api` (RUN: the job or a floor) over what the raw topics hold now: (rows, ms)
+    of each non-empty batch; `dedupe_s`: spark.dedupe_window_s (default: the job's own);
+    `details` gets each such batch's durations (ms) and state operators' metrics (only
+    jvm-floor has any) from Spark's progress report, `observed` its observed metrics;
+    `master`: a cluster's (default: BENCH_MASTER, else local[cores])."""
     here = Path(__file__).parent
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), os.getcwd()]),
-               BENCH_SHUFFLE=str(partitions or ""),
                BENCH_DEDUPE_S="" if dedupe_s is None else str(dedupe_s))
+    if master is not None:
+        env["BENCH_MASTER"] = master
     out = subprocess.run([sys.executable, "-c", RUN, api, str(cores), stack.bootstrap_servers,
                           prefix, str(ckpt), str(per_batch), *extra],
                          env=env, capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
     if details is not None:
         details.extend(json.loads(out.stdout.split("DETAIL ", 1)[1].splitlines()[0]))
-    if observed is not None:  # each such batch's observed metrics (state_mode partition's)
+    if observed is not None:  # each such batch's observed metrics (the partition stores')
         observed.extend(json.loads(out.stdout.split("OBSERVED ", 1)[1].splitlines()[0]))
     return json.loads(out.stdout.split("PROGRESS ", 1)[1].splitlines()[0])
 
@@ -327,12 +327,12 @@ def test_bench_spark_wide_partition(stack, tmp_path) -> None:
                 producer.poll(0)
         assert producer.flush(120) == 0
         ckpt = tmp_path / f"ckpt-{prefix}"
-        fill = _run_job(stack, "tws", 1, prefix, ckpt, rows, str(page_rows))
+        fill = _run_job(stack, "partition", 1, prefix, ckpt, rows, str(page_rows))
         assert sum(n for n, _ in fill) == rows
         for u in range(1, 21):
             send(u * 37 % rows, u)
         assert producer.flush(60) == 0
-        batches = _run_job(stack, "tws", 1, prefix, ckpt, 1, str(page_rows))
+        batches = _run_job(stack, "partition", 1, prefix, ckpt, 1, str(page_rows))
         assert [n for n, _ in batches] == [1] * 20
         ms = statistics.median(t for _, t in batches[1:])  # the first starts the workers
         print(f"\nSpark local[1], one {rows:,}-row partition, {label}: fill "
@@ -354,67 +354,14 @@ def test_bench_spark_job(stack, tmp_path) -> None:
         first, steady = progress[0], progress[1:]
         steady_rows = sum(n for n, _ in steady)
         steady_ms = sum(ms for _, ms in steady)
-        label = {"tws": "transformWithState (buckets, pipelined state calls)",
-                 "stock": "transformWithState (buckets, stock state calls)",
-                 "pandas": "applyInPandasWithState (one group per key)"}[api]
-        state = _du(ckpt / "state")
+        label = "the job (partition stores)" if api == "partition" else api
+        state = _du(ckpt / STATE_DIR)  # the stores, beside a local checkpoint; floors: none
+        size = (f"; partition stores {state / 2**20:.1f} MB = "
+                f"{state / KEYS * 1e6 / 2**20:,.0f} MB per million keys" if state else "")
         print(f"\n{label} local[{cores}]: {rows:,} row updates over {KEYS:,} keys ({ORDER}); "
               f"first batch "
               f"{first[0]:,} rows in {first[1] / 1000:.1f}s; steady {steady_rows:,} rows in "
-              f"{steady_ms / 1000:.1f}s = {steady_rows / (steady_ms / 1000):,.0f} rows/s; "
-              f"checkpoint state {state / 2**20:.1f} MB = "
-              f"{state / KEYS * 1e6 / 2**20:,.0f} MB per million keys")
-
-
-def test_bench_spark_state_partitions(stack, tmp_path) -> None:
-    """What more state partitions (spark.shuffle_partitions) cost on local[2]: each one is
-    a RocksDB store of its own, loaded, committed and changelog-synced by its own task in
-    every micro-batch. Per variant: BENCH_PART_KEYS keys x 4 updates in batches of a
-    quarter of them (steady rows/s, batches 2-4), then 20 one-row micro-batches on that
-    state (median of the last 19), and the files the state directory holds then (a changelog and
-    its checksum per store and batch, plus snapshots). Variants run interleaved,
-    BENCH_ROUNDS times."""
-    import statistics
-
-    keys = int(os.environ.get("BENCH_PART_KEYS", "20000"))
-    variants = [int(p) for p in os.environ.get("BENCH_PARTITIONS", "2,8,16").split(",")]
-    rounds = int(os.environ.get("BENCH_ROUNDS", "2"))
-    results: dict[int, list[tuple[float, float, float]]] = {p: [] for p in variants}
-    for r in range(rounds):
-        for parts in variants:
-            prefix = f"bp{parts}x{uuid.uuid4().hex[:6]}"
-            topic = f"{prefix}.raw.bench.t"
-            producer = _bench_topic(stack.bootstrap_servers, prefix)
-            for u in range(4):
-                for k in range(keys):
-                    key, value = _record(TABLE, k, u)
-                    producer.produce(topic, key=key, value=value)
-                producer.poll(0)
-            assert producer.flush(120) == 0
-            ckpt = tmp_path / f"ckpt-{prefix}"
-            fill = _run_job(stack, "tws", 2, prefix, ckpt, keys, partitions=parts)
-            assert sum(n for n, _ in fill) == 4 * keys
-            steady = fill[1:]
-            rate = sum(n for n, _ in steady) / (sum(ms for _, ms in steady) / 1000)
-            for u in range(20):  # all to one Kafka partition: one row per micro-batch
-                key, value = _record(TABLE, u * 7919 % keys, 10 + u)
-                producer.produce(topic, key=key, value=value, partition=0)
-            assert producer.flush(60) == 0
-            small = _run_job(stack, "tws", 2, prefix, ckpt, 1, partitions=parts)
-            assert [n for n, _ in small] == [1] * 20, small
-            ms = statistics.median(t for _, t in small[1:])
-            files = sum(1 for f in (ckpt / "state").rglob("*") if f.is_file())
-            results[parts].append((ms, rate, files))
-            print(f"\nround {r + 1}, local[2], {parts} state partitions: one-row micro-batch "
-                  f"{ms:,.0f} ms (median of {len(small) - 1}); {4 * keys:,} row updates over "
-                  f"{keys:,} keys in batches of {keys:,}: steady {rate:,.0f} rows/s; first batch "
-                  f"{fill[0][1] / 1000:.1f}s; {files:,} files in the state directory after 24 "
-                  f"micro-batches")
-    for parts, runs in results.items():
-        ms, rate, files = zip(*runs, strict=True)
-        print(f"\n{parts} state partitions over {rounds} rounds: one-row micro-batch "
-              f"{min(ms):,.0f}-{max(ms):,.0f} ms; {min(rate):,.0f}-{max(rate):,.0f} rows/s; "
-              f"{min(files):,}-{max(files):,} state files")
+              f"{steady_ms / 1000:.1f}s = {steady_rows / (steady_ms / 1000):,.0f} rows/s{size}")
 
 
 def _bench_topic(bootstrap: str, prefix: str) -> Producer:

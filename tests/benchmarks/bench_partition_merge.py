@@ -1,4 +1,4 @@
-"""Where a logical change's Python time goes in spark.state_mode partition, in process (no
+"""Where a logical change's Python time goes in the job's partition stores, in process (no
 Spark, no Kafka): the task function's own merge (`partition_job.merge`) over bench_rf3's
 input, each change three times with different `source` blocks, shuffled, as Arrow batches
 of 10,000 rows (Spark's default spark.sql.execution.arrow.maxRecordsPerBatch), one

@@ -7,10 +7,11 @@ the same RowUpdate content with a different `source` block (host, file, position
 copy digest. The copies are shuffled within blocks of
 RF3_SHUFFLE records, so the three copies of a change arrive near each other, in any order,
 as they do from three publishers. The real job then runs availableNow on the local broker
-(RF3_BATCH raw records per micro-batch), with the JVM-side copy dedupe on (the default
-window) and off, on local[1] and local[2]. Printed: logical changes/s and copies/s, each
-also per core, over the steady micro-batches (the first, with Python worker start-up, is
-reported apart), and the dedupe's state.
+(RF3_BATCH raw records per micro-batch), with the partition stores' copy dedupe on (the
+default window) and off, on local[1] and local[2] (RF3_RUNS: window-s:cores pairs).
+Printed: logical changes/s and copies/s, each also per core, over the steady micro-batches
+(the first, with Python worker start-up, is reported apart), where the time went, and the
+copies the stores dropped.
 """
 
 from __future__ import annotations
@@ -84,8 +85,9 @@ def test_bench_rf3_synthetic(stack, tmp_path) -> None:
         publish_s = time.monotonic() - started
         ckpt = tmp_path / f"ckpt-{prefix}"
         details: list = []
-        progress = _run_job(stack, "tws", cores, prefix, ckpt, PER_BATCH, dedupe_s=window,
-                            details=details)
+        observed: list = []
+        progress = _run_job(stack, "partition", cores, prefix, ckpt, PER_BATCH,
+                            dedupe_s=window, details=details, observed=observed)
         assert sum(n for n, _ in progress) == copies_sent
         first, steady = progress[0], progress[1:]
         rows = sum(n for n, _ in steady)
@@ -99,6 +101,8 @@ def test_bench_rf3_synthetic(stack, tmp_path) -> None:
               f"({logical / secs / cores:,.0f} per core), {rows / secs:,.0f} copies/s "
               f"({rows / secs / cores:,.0f} per core)")
         print(breakdown(details[1:], cores, logical))
+        dropped = sum(o["partition_state"]["copies_dropped"] for o in observed)
+        print(f"  copies dropped in the partition stores: {dropped:,} of {copies_sent:,}")
 
 
 def breakdown(batches: list[dict], cores: int, changes: float) -> str:

@@ -1,24 +1,33 @@
-"""The materializer at RF=3 on the real ring: issue 14's second measurement beside
-bench_rf3's synthetic one.
+"""The materializer at RF=3 on the real ring, beside Spark's own Kafka floor on the same
+input, with 1 or many tables, on local[2] and on the stack's standalone cluster.
 
-Three Cassandra nodes at RF=3 (the test ring), `casscade publisher run` beside each node,
-RING_CHANGES one-row INSERTs of distinct keys into a 5-column table (bench_materializer's
-shape: k int, c1 int, c2 text, c3 int, c4 text) at QUORUM, then the agents caught up: every
-replica's copy of every write is in the raw topic (about three per change; the count is
-printed). The job then runs availableNow over what the raw topic holds, once per entry of
-RING_MODES (query:cores, query as bench_jvm_floor names it: partition = spark.state_mode
-partition, tws = the default mode with the JVM copy dedupe, tws-pandas = its processor on
-transformWithStateInPandas), RING_BATCH copies per
-micro-batch, each from its own checkpoint over the same records; the raw topic has
-RING_PARTITIONS partitions (2). Printed per run: logical
-changes/s and copies/s, each per core, over the steady micro-batches (the first, with the
-Python workers' start, apart), where the time went, and for partition the Python workers'
-share and the copies that reached Python. One event per change is asserted.
+Three Cassandra nodes at RF=3 (the test ring), `casscade publisher run` beside each node.
+For each count of RING_TABLES (1 by default; "1,20,100" for the many-tables comparison):
+a keyspace of that many 5-column tables (bench_materializer's shape: k int, c1 int, c2 text,
+c3 int, c4 text), RING_CHANGES one-row INSERTs of distinct keys spread over them at QUORUM,
+then the agents caught up under a prefix of its own: every replica's copy of every write is
+in the raw topics (about three per change; the count is printed), RING_PARTITIONS (2)
+partitions per raw topic. Then, over what those raw topics hold, for each master of
+RING_MASTERS ("local": local[cores]; or spark://HOST:PORT, with the executors' cores given
+as a run's cores), each entry of RING_MODES (query:cores; query as bench_jvm_floor names it:
+kafka-floor = Spark's Kafka source straight into its sink, partition = the job,
+partition+kafka = the job with bench_jvm_floor's BENCH_KAFKA_TUNED), availableNow with
+RING_BATCH copies per micro-batch, each from its own checkpoint.
+
+Printed per run: logical changes/s and copies/s, each per core, over the whole run (the
+first micro-batch, with the Python workers' start, included: a backlog at start is what
+users meet) and over the steady micro-batches, where the time went, the Python workers'
+share and the copies dropped in the tasks; at the end one table of every run: changes/s per
+core, the share of the floor of the same tables and master, and of the same run at the
+first table count. One event per change per run of the job is asserted.
 
 Unlike the synthetic input, the three copies of a change come from three publishers that
 do not wait for each other, so a change's copies can fall into different micro-batches; a
 copy in a later batch is dropped all the same (within the copy window). Changes per batch
 are counted as copies / 3, as in bench_rf3.
+
+With the cluster: `deploy/local/stack spark up` first, then for example
+RING_TABLES=1,20,100 RING_MASTERS=local,spark://127.0.0.1:7077.
 """
 
 from __future__ import annotations
@@ -41,24 +50,29 @@ PER_BATCH = int(os.environ.get("RING_BATCH", "60000"))
 # (3 partitions on 2 cores leave a core idle for a third of every micro-batch)
 PARTITIONS = int(os.environ.get("RING_PARTITIONS", "2"))
 RUNS = [(api, int(cores)) for api, cores in (r.split(":") for r in os.environ.get(
-    "RING_MODES", "partition:2,tws:2").split(","))]
+    "RING_MODES", "kafka-floor:2,partition:2").split(","))]
+TABLES = [int(n) for n in os.environ.get("RING_TABLES", "1").split(",")]
+MASTERS = os.environ.get("RING_MASTERS", "local").split(",")
 
 
-def _write(session: object, ks: str) -> float:
-    """CHANGES one-row INSERTs at QUORUM, many in flight; seconds taken."""
-    from cassandra.concurrent import execute_concurrent_with_args
+def _write(session: object, ks: str, tables: int) -> float:
+    """CHANGES one-row INSERTs at QUORUM, key k into table t<k mod tables>, many in flight;
+    seconds taken."""
+    from cassandra.concurrent import execute_concurrent
 
-    insert = session.prepare(  # type: ignore[attr-defined]
-        f"INSERT INTO {ks}.t (k, c1, c2, c3, c4) VALUES (?, ?, ?, ?, ?)")
+    inserts = [session.prepare(  # type: ignore[attr-defined]
+        f"INSERT INTO {ks}.t{n} (k, c1, c2, c3, c4) VALUES (?, ?, ?, ?, ?)")
+        for n in range(tables)]
     started = time.monotonic()
     for start in range(0, CHANGES, 10_000):
-        args = []
+        statements = []
         for k in range(start, min(start + 10_000, CHANGES)):
             c1, c2, c3, c4 = (v for _, v in _values(k, 0))
-            args.append((k, int.from_bytes(c1, "big", signed=True), c2.decode(),
-                         int.from_bytes(c3, "big", signed=True), c4.decode()))
-        for ok, result in execute_concurrent_with_args(session, insert, args, concurrency=96,
-                                                       raise_on_first_error=True):
+            statements.append((inserts[k % tables], (
+                k, int.from_bytes(c1, "big", signed=True), c2.decode(),
+                int.from_bytes(c3, "big", signed=True), c4.decode())))
+        for ok, result in execute_concurrent(session, statements, concurrency=96,
+                                             raise_on_first_error=True):
             assert ok, result
     return time.monotonic() - started
 
@@ -101,8 +115,9 @@ def _wait_quiet(ring: object, limit_s: float = 180) -> float:
     return time.monotonic() - started
 
 
-def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
-    """Logical changes/s per core at RF=3 from three real publishers, both state modes."""
+def _publish(ring: object, prefix: str, ks: str, tables: int) -> None:
+    """`tables` CDC tables in a new keyspace, CHANGES INSERTs over them, and the three
+    agents run until every copy is in `prefix`'s raw topics."""
     from cassandra import ConsistencyLevel
     from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
@@ -112,8 +127,6 @@ def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
     from ring_harness import RingPublishers
 
-    prefix = f"ring3{uuid.uuid4().hex[:6]}"
-    ks = f"bench_{uuid.uuid4().hex[:6]}"
     # the agents keep their state on the ring between runs, as a node's agent does: a run
     # publishes its own writes, not again what an earlier one left in cdc_raw
     publishers = RingPublishers(ring, ring.state_dir / "bench-rf3-agents", prefix,
@@ -125,54 +138,105 @@ def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
         session = cluster.connect()
         session.execute(f"CREATE KEYSPACE {ks} WITH replication = "
                         "{'class': 'SimpleStrategy', 'replication_factor': 3}")
-        session.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, c1 int, c2 text, c3 int, "
-                        "c4 text) WITH cdc = true")
+        for n in range(tables):
+            session.execute(f"CREATE TABLE {ks}.t{n} (k int PRIMARY KEY, c1 int, c2 text, "
+                            "c3 int, c4 text) WITH cdc = true", timeout=60)
         publishers.start()
-        write_s = _write(session, ks)
+        write_s = _write(session, ks, tables)
         started = time.monotonic()
         publishers.wait_caught_up(600)
         catch_up_s = time.monotonic() - started
     finally:
         publishers.stop()
         cluster.shutdown()
-    raw = f"{prefix}.raw.{ks}.t"
-    counts = _copies(ring.bootstrap_servers, prefix)
-    ours, copies = counts[raw], sum(counts.values())
+    counts = _copies(ring.bootstrap_servers, prefix)  # type: ignore[attr-defined]
+    ours = sum(n for t, n in counts.items() if t.startswith(f"{prefix}.raw.{ks}."))
     assert ours >= 3 * CHANGES, (ours, CHANGES)  # every replica's copy published
-    print(f"\nRF=3 ring: {CHANGES:,} INSERTs at QUORUM in {write_s:.1f}s, the three "
-          f"publishers caught up {catch_up_s:.1f}s later: {ours:,} copies in {raw} "
-          f"({ours / CHANGES:.2f} per change); {copies - ours:,} more in the prefix's other "
-          "raw topics (an earlier run's tail of cdc_raw, published again)")
-    for run, (api, cores) in enumerate(RUNS):
-        details: list = []
-        observed: list = []
-        waited = _wait_quiet(ring)
-        busy, nodes = machine_busy_s(), _nodes_cpu_s(ring)
-        progress = _run_job(ring, api, cores, prefix, tmp_path / f"ckpt-{run}-{api}",
-                            PER_BATCH, dedupe_s=120, details=details, observed=observed)
-        assert sum(n for n, _ in progress) == copies
-        events = sum(1 for _ in read_to_end(ring.bootstrap_servers, f"{prefix}.{ks}.t"))
-        first, steady = progress[0], progress[1:]
-        rows = sum(n for n, _ in steady)
-        secs = sum(ms for _, ms in steady) / 1000
-        logical = rows / 3
-        mode = {"partition": "spark.state_mode partition",
-                "tws": "default mode (tws)"}.get(api, api)
-        print(f"\nRF=3 ring, {mode}, local[{cores}]: first batch {first[0]:,} copies in "
-              f"{first[1] / 1000:.1f}s; steady {rows:,} copies in {secs:.1f}s = "
-              f"{logical / secs:,.0f} changes/s ({logical / secs / cores:,.0f} per core), "
-              f"{rows / secs:,.0f} copies/s ({rows / secs / cores:,.0f} per core); "
-              f"{events:,} events in the topic so far")
+    print(f"\nRF=3 ring, {tables} table(s): {CHANGES:,} INSERTs at QUORUM in {write_s:.1f}s, "
+          f"the three publishers caught up {catch_up_s:.1f}s later: {ours:,} copies "
+          f"({ours / CHANGES:.2f} per change); {sum(counts.values()) - ours:,} more in the "
+          "prefix's other raw topics (an earlier run's tail of cdc_raw, published again)")
+
+
+def _events(bootstrap: str, prefix: str, ks: str, tables: int) -> int:
+    """Change events (not tombstones) on the keyspace's event topics so far."""
+    return sum(1 for n in range(tables) for m in read_to_end(bootstrap, f"{prefix}.{ks}.t{n}")
+               if m.value() is not None)
+
+
+def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
+    """Logical changes/s per core at RF=3 from three real publishers: each RING_MODES query
+    on each RING_MASTERS master, for each RING_TABLES count."""
+    whole: dict[tuple[str, str, int], float] = {}  # (query, master, tables) -> per core
+    for tables in TABLES:
+        prefix = f"ring3{uuid.uuid4().hex[:6]}"
+        ks = f"bench_{uuid.uuid4().hex[:6]}"
+        _publish(ring, prefix, ks, tables)
+        copies = sum(_copies(ring.bootstrap_servers, prefix).values())
+        for master in MASTERS:
+            for api, cores in RUNS:
+                whole[(api, master, tables)] = _run(ring, tmp_path, prefix, ks, tables, api,
+                                                    cores, master, copies)
+    print(f"\nchanges/s per core at RF=3 over the whole run ({CHANGES:,} changes, "
+          f"{PARTITIONS} partitions per raw topic; % of the floor of the same tables and "
+          f"master, and of {TABLES[0]} table(s)):")
+    for master in MASTERS:
+        for api, cores in RUNS:
+            where = f"local[{cores}]" if master == "local" else f"{master} ({cores} cores)"
+            cells = []
+            for tables in TABLES:
+                figure = whole[(api, master, tables)]
+                cell = f"{tables} table(s) {figure:,.0f}"
+                floor = whole.get(("kafka-floor", master, tables))
+                if floor and api != "kafka-floor":
+                    cell += f" ({figure / floor:.0%} of the floor"
+                    cell += (f", {figure / whole[(api, master, TABLES[0])]:.0%} of "
+                             f"{TABLES[0]})" if tables != TABLES[0] else ")")
+                cells.append(cell)
+            print(f"  {api}, {where}: " + "; ".join(cells))
+
+
+def _run(ring: object, tmp_path: Path, prefix: str, ks: str, tables: int, api: str,
+         cores: int, master: str, copies: int) -> float:
+    """One query over the prefix's raw topics; prints its figures and returns its changes/s
+    per core over the whole run."""
+    bootstrap = ring.bootstrap_servers  # type: ignore[attr-defined]
+    details: list = []
+    observed: list = []
+    waited = _wait_quiet(ring)
+    busy, nodes = machine_busy_s(), _nodes_cpu_s(ring)
+    before = _events(bootstrap, prefix, ks, tables)
+    progress = _run_job(ring, api, cores, prefix,
+                        tmp_path / f"ckpt-{prefix}-{api}-{master.replace('/', '_')}",
+                        PER_BATCH, dedupe_s=120, details=details, observed=observed,
+                        master=None if master == "local" else master)
+    assert sum(n for n, _ in progress) == copies
+    first, steady = progress[0], progress[1:]
+    run_s = sum(ms for _, ms in progress) / 1000
+    rows = sum(n for n, _ in steady)
+    secs = sum(ms for _, ms in steady) / 1000 or float("nan")
+    logical = rows / 3
+    where = f"local[{cores}]" if master == "local" else f"{master}, {cores} executor cores"
+    mode = api.replace("partition", "the job (partition stores)")
+    per_core = CHANGES / run_s / cores
+    print(f"\nRF=3 ring, {mode}, {tables} table(s), {where}: {len(progress)} batches, "
+          f"{run_s:.1f}s = {per_core:,.0f} changes/s per core; first batch {first[0]:,} "
+          f"copies in {first[1] / 1000:.1f}s; steady {rows:,} copies in {secs:.1f}s = "
+          f"{logical / secs / cores:,.0f} changes/s per core, "
+          f"{rows / secs / cores:,.0f} copies/s per core")
+    if steady:
         print(breakdown(details[1:], cores, logical))
-        busy, nodes = machine_busy_s() - busy, _nodes_cpu_s(ring) - nodes
-        print(f"  the ring quiet after {waited:.0f}s of waiting; the whole run (start-up "
-              f"included): {busy:.1f} core-s busy, of it the three nodes {nodes:.1f} core-s")
-        if api == "partition":
-            python_ms = sum(o["partition_state"]["python_cpu_ms"] for o in observed[1:])
-            dropped = sum(o["partition_state"]["copies_dropped"] for o in observed)
-            print(f"  Python workers (input read, merge, state): "
-                  f"{python_ms * 1000 / logical:.0f} us per change; copies dropped in the "
-                  f"tasks: {dropped:,} of {copies:,}")
-    # each run appends its events to the one event topic: one per change per run
-    events = sum(1 for _ in read_to_end(ring.bootstrap_servers, f"{prefix}.{ks}.t"))
-    assert events == CHANGES * len(RUNS), (events, CHANGES, len(RUNS))
+    busy, nodes = machine_busy_s() - busy, _nodes_cpu_s(ring) - nodes
+    print(f"  the ring quiet after {waited:.0f}s of waiting; the whole run (start-up "
+          f"included): {busy:.1f} core-s busy, of it the three nodes {nodes:.1f} core-s")
+    if api.split("+")[0] == "partition":  # the partition stores' observed metrics
+        parts = [o.get("partition_state", {}) for o in observed]
+        python_ms = sum(p.get("python_cpu_ms", 0) for p in parts)
+        dropped = sum(p.get("copies_dropped", 0) for p in parts)
+        tasks = [p.get("tasks", 0) for p in parts]
+        print(f"  Python workers (input read, merge, state): "
+              f"{python_ms * 1000 / CHANGES:.0f} us per change; copies dropped in the tasks: "
+              f"{dropped:,} of {copies:,}; tasks per batch {tasks}")
+        # one event per change
+        assert _events(bootstrap, prefix, ks, tables) - before == CHANGES
+    return per_core

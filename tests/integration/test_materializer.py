@@ -21,7 +21,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from materializer_harness import (
     assert_same_events,
@@ -126,10 +125,9 @@ def test_a_clean_run_leaves_the_class_archive_the_later_drivers_map(workload, on
 
 
 def test_events_end_at_what_cassandra_returns(stack, cql, workload, one_copy) -> None:
-    """The job with its defaults: a new checkpoint runs in partition mode (its stores' job id
-    beside Spark's checkpoint); the events end at Cassandra's rows, with before images."""
-    assert ("state mode state_mode=partition" in (workload["work"] / "main.log").read_text()
-            and (workload["work"] / "ckpt-main" / STATE_DIR / "changelog.json").is_file())
+    """The job with its defaults (its partition stores' job id beside Spark's checkpoint):
+    the events end at Cassandra's rows, with before images."""
+    assert (workload["work"] / "ckpt-main" / STATE_DIR / "changelog.json").is_file()
     _compare(stack, cql, workload, one_copy)
     events = read_events(stack.bootstrap_servers, f"{one_copy}.{workload['ks']}.r")
     ops = defaultdict(int)
@@ -146,9 +144,7 @@ def replicas(stack, workload) -> dict:
     within their key, a fifth of the records with their last copy at the end of the topic;
     then the job over them three times: the dedupe off and rows in pages of 2, in one
     micro-batch like the one-copy run ("pages"); and in micro-batches of 1,500 records, so
-    the copies at the end come after a 1 s window, with the dedupe off and on, with the
-    dedupe off and PySpark's stock state calls, and with the state in partition stores
-    (spark.state_mode partition) instead of Spark's. Events
+    the copies at the end come after a 1 s window, with the dedupe off and on. Events
     depend on how records fall into micro-batches (across batches arrival order stands),
     so only runs with the same batches are compared event by event."""
     work = workload["work"]
@@ -156,16 +152,9 @@ def replicas(stack, workload) -> dict:
     stats: dict = {}
     sent = copy_raw(stack, workload["prefix"], prefix, 3, seed=5, replicas=True, late=0.2,
                      stats=stats)
-    spark = "spark.state_mode=spark"  # Spark's state store (the default makes partition's)
-    runs = {"pages": (spark, "spark.dedupe_window_s=0", "spark.state_page_rows=2"),
-            "off": (spark, "spark.dedupe_window_s=0", "kafka.max_offsets_per_trigger=1500"),
-            "on": (spark, "spark.dedupe_window_s=1", "kafka.max_offsets_per_trigger=1500"),
-            # PySpark's own MapState calls: the path any version but 4.2.0 takes
-            "stock": (spark, "spark.dedupe_window_s=0", "kafka.max_offsets_per_trigger=1500",
-                      "spark.batched_state=false"),
-            # no shuffles: the copies dropped and the state kept per raw topic partition
-            "partition": ("spark.state_mode=partition", "spark.dedupe_window_s=1",
-                          "kafka.max_offsets_per_trigger=1500")}
+    runs = {"pages": ("spark.dedupe_window_s=0", "spark.state_page_rows=2"),
+            "off": ("spark.dedupe_window_s=0", "kafka.max_offsets_per_trigger=1500"),
+            "on": ("spark.dedupe_window_s=1", "kafka.max_offsets_per_trigger=1500")}
     for name, sets in runs.items():
         out = f"{prefix}{name}"
         copy_raw(stack, prefix, out, 1, seed=6)  # the same records, in the same order
@@ -175,23 +164,32 @@ def replicas(stack, workload) -> dict:
             "distinct": len(stats["digests"])}
 
 
+def _page_entries(checkpoint: Path) -> int:
+    """How many row-page entries a stopped job's partition stores hold."""
+    from materializer.spark.partition_job import _P
+    from materializer.store.partition_store import open_store, owner_of
+
+    count = 0
+    for path in (checkpoint / STATE_DIR).glob("*/[0-9]*"):
+        db = open_store(path)
+        try:
+            keys = db.keys()
+            count += sum(1 for k in keys if (owner_of(k) or ("", b""))[1][:1] == _P)
+        finally:
+            db.close()
+    return count
+
+
 def test_partitions_kept_in_pages_end_at_what_cassandra_returns(stack, cql, workload,
                                                                 replicas) -> None:
     """Pages of 2 rows: the workload's partitions (up to 18 rows, static columns, range and
-    partition deletes, TTLs) page, split and fold back, through the real state store, with
-    three shuffled copies of every record, all merged (the dedupe off)."""
+    partition deletes, TTLs) page, split and fold back, through the real partition stores,
+    with three shuffled copies of every record, all merged (the dedupe off)."""
     prefix, work = f"{replicas['prefix']}pages", workload["work"]
     _compare(stack, cql, workload, prefix)
-    # the state really is in pages: `casscade materializer state` reads the checkpoint
-    cmd = [sys.executable, "-m", "casscade.cli", "materializer", "state", "--top", "3",
-           "--set", f"spark.checkpoint={work / 'ckpt-pages'}", "--set", "log.format=text"]
-    out = subprocess.run(cmd, cwd=repo_root(), capture_output=True, text=True, timeout=300,
-                         start_new_session=True)
-    assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout)
-    rows = report["topics"][f"{prefix}.raw.{workload['ks']}.r"]
-    assert rows["partitions"] >= 5 and rows["pages"] >= 3, report
-    assert report["widest"][0]["pages"] >= 3  # more than 4 rows: split into pages of 2
+    # the state really is in pages; with the default page size nothing here pages
+    assert _page_entries(work / "ckpt-pages") >= 3
+    assert _page_entries(work / "ckpt-off") == 0
 
 
 def test_three_replicas_copies_give_the_events_of_one(stack, workload, one_copy,
@@ -206,26 +204,16 @@ def test_three_replicas_copies_give_the_events_of_one(stack, workload, one_copy,
 
 
 def test_copy_dedupe_changes_no_event(stack, cql, workload, replicas) -> None:
-    """The JVM-side dedupe drops the copies that come within its window, merges the late
-    ones harmlessly, and the events are those without it; they end at Cassandra's rows."""
+    """The partition stores drop the copies that come within the dedupe window, merge the
+    late ones harmlessly, and the events are those without it, event for event; they end
+    at Cassandra's rows."""
     work = workload["work"]
     assert replicas["sent"] > 6000 and replicas["late"] > 50
     assert _dropped(work / "off.log") == 0 and _dropped(work / "pages.log") == 0
     _same_events_as_dedupe_off(stack, workload, replicas, "on")
+    stores = list((work / "ckpt-on" / STATE_DIR).glob("*/[0-9]*"))
+    assert len(stores) >= 2 and not (work / "ckpt-on" / "state").exists()  # no Spark state
     _compare(stack, cql, workload, f"{replicas['prefix']}on")
-
-
-def test_stock_state_calls_give_the_events_of_pipelined_ones(stack, workload, replicas
-                                                             ) -> None:
-    """spark.batched_state false (one blocking state-server round trip per call, as PySpark
-    ships it; what the job falls back to on any PySpark but 4.2.0) gives, event for event,
-    what the pipelined calls give on the same micro-batches."""
-    ks, work = workload["ks"], workload["work"]
-    stock = events_by_key(stack.bootstrap_servers, f"{replicas['prefix']}stock", ks)
-    assert len(stock) >= 20
-    off = events_by_key(stack.bootstrap_servers, f"{replicas['prefix']}off", ks)
-    assert_same_events(stock, off, work / "differ-stock")
-    assert _dropped(work / "stock.log") == 0
 
 
 def _same_events_as_dedupe_off(stack, workload, replicas, run: str) -> None:
@@ -246,20 +234,8 @@ def _same_events_as_dedupe_off(stack, workload, replicas, run: str) -> None:
     assert droppable / 2 < dropped < droppable, (dropped, droppable, replicas["late"])
 
 
-def test_partition_stores_give_the_events_of_spark_state(stack, cql, workload, replicas
-                                                         ) -> None:
-    """spark.state_mode partition (a RocksDB per raw topic partition, no shuffles, copies
-    dropped there) gives event for event what transformWithState gives on the same
-    micro-batches, and counts the copies it dropped."""
-    work = workload["work"]
-    _same_events_as_dedupe_off(stack, workload, replicas, "partition")
-    stores = list((work / "ckpt-partition" / STATE_DIR).glob("*/[0-9]*"))
-    assert len(stores) >= 2 and not (work / "ckpt-partition" / "state").exists()
-    _compare(stack, cql, workload, f"{replicas['prefix']}partition")
-
-
 def test_partition_stores_roll_back_a_batch_killed_mid_way(stack, cql, workload) -> None:
-    """The job (spark.state_mode partition) killed with SIGKILL while a micro-batch's tasks
+    """The job killed with SIGKILL while a micro-batch's tasks
     had written to their stores, then run again from its checkpoint: Spark replays that
     batch, the stores take back what its first attempt wrote (copy digests and entries),
     and the events end at Cassandra's rows (a copy taken for seen, or a change applied
@@ -270,7 +246,7 @@ def test_partition_stores_roll_back_a_batch_killed_mid_way(stack, cql, workload)
     checkpoint = work / "ckpt-partition-killed"
     stores = checkpoint / STATE_DIR
     log = work / "partition-killed.log"
-    slow = materializer_command(stack, out, checkpoint, "spark.state_mode=partition",
+    slow = materializer_command(stack, out, checkpoint,
                                 "kafka.max_offsets_per_trigger=600", available_now=False)
     mid_batch = []
     for attempt in range(4):  # a kill between two batches proves nothing: try again
@@ -292,7 +268,7 @@ def test_partition_stores_roll_back_a_batch_killed_mid_way(stack, cql, workload)
             mid_batch.append((attempt, committed, written))
             break
     assert mid_batch, "no kill landed after a micro-batch's tasks wrote to their stores"
-    run_materializer(materializer_command(stack, out, checkpoint, "spark.state_mode=partition"),
+    run_materializer(materializer_command(stack, out, checkpoint),
                      log)
     assert f"micro-batch {committed + 1} runs again" in log.read_text()
     assert max(_batches(checkpoint, "commits")) > committed
@@ -310,7 +286,7 @@ def test_partition_stores_lost_with_their_machine_are_rebuilt_from_their_changel
     copy_raw(stack, prefix, out, 1, seed=12)
     checkpoint = work / "ckpt-partition-changelog"
     log = work / "partition-changelog.log"
-    run_materializer(materializer_command(stack, out, checkpoint, "spark.state_mode=partition",
+    run_materializer(materializer_command(stack, out, checkpoint,
                                           "kafka.max_offsets_per_trigger=500"), log)
     first = log.read_text()
     assert re.search(r"materializer run ended.*batches=([3-9]|\d\d)", first), first[-2000:]
@@ -329,7 +305,7 @@ def test_partition_stores_lost_with_their_machine_are_rebuilt_from_their_changel
     for path in stores:
         shutil.rmtree(path)
     copy_raw(stack, prefix, out, 1, seed=12)  # every change again
-    run_materializer(materializer_command(stack, out, checkpoint, "spark.state_mode=partition"),
+    run_materializer(materializer_command(stack, out, checkpoint),
                      log)
     second = log.read_text()[len(first):]
     assert "rebuilt from its changelog" in second, second[-2000:]
@@ -348,7 +324,7 @@ def _reshard(stack, prefix: str, checkpoint: Path, partitions: int
 
 
 def test_reshard_moves_partition_stores_with_their_keys(stack, cql, workload) -> None:
-    """Raw topics of 3 partitions, drained by the partition-mode job, resharded to 5: every
+    """Raw topics of 3 partitions, drained by the job, resharded to 5: every
     change published again (copies, which librdkafka's partitioner now puts at crc32(key)
     % 5) adds no event and the events still equal SELECT, so each key's state moved to the
     store its records reach now. A reshard with records not yet processed is refused."""
@@ -357,7 +333,7 @@ def test_reshard_moves_partition_stores_with_their_keys(stack, cql, workload) ->
     copy_raw(stack, prefix, out, 1, seed=14)
     checkpoint = work / "ckpt-reshard"
     log = work / "reshard.log"
-    job = materializer_command(stack, out, checkpoint, "spark.state_mode=partition")
+    job = materializer_command(stack, out, checkpoint)
     run_materializer(job, log)
     topics = [f"{out}.{ks}.{name}" for name in ("r", "ctr")]
     events = {t: len(read_events(stack.bootstrap_servers, t)) for t in topics}
@@ -508,10 +484,8 @@ def _metric(text: str, name: str) -> float | None:
     return None
 
 
-@pytest.mark.parametrize("mode", ["auto", "spark"])
-def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path, mode) -> None:
-    """/metrics, /health and /status of a running job: with the defaults (partition stores)
-    and in the spark mode with its JVM copy dedupe on, whose counters are served too."""
+def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path) -> None:
+    """/metrics, /health and /status of a running job with its defaults."""
     import socket
 
     prefix = f"h{uuid.uuid4().hex[:8]}"
@@ -519,9 +493,8 @@ def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path,
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    sets = ("spark.state_mode=spark", "spark.dedupe_window_s=60") if mode == "spark" else ()
     cmd = materializer_command(stack, prefix, tmp_path / "ckpt", f"http.port={port}",
-                               "kafka.max_offsets_per_trigger=1000", *sets,
+                               "kafka.max_offsets_per_trigger=1000",
                                available_now=False)
     proc = start_materializer(cmd, tmp_path / "job.log")
     try:
@@ -533,15 +506,11 @@ def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path,
         text = wait_until(caught_up, 300, f"{raw} raw records counted on /metrics")
         assert _metric(text, "casscade_materializer_input_rows_total") == raw
         assert _metric(text, "casscade_materializer_batches_total") >= raw / 1000
-        keys = "state_keys" if mode == "spark" else "partition_store_keys"
-        assert _metric(text, f"casscade_materializer_{keys}") >= 5  # partitions kept
+        assert _metric(text, "casscade_materializer_partition_store_keys") >= 5
         assert _metric(text, "casscade_materializer_output_rows_total") > 0
         # the workload writes some records twice (same statement, timestamp and second)
         assert _metric(text, "casscade_materializer_copies_dropped_total") > 0
-        if mode == "spark":
-            assert _metric(text, "casscade_materializer_dedupe_digests") > 0
-        else:
-            assert _metric(text, "casscade_materializer_partition_stores_restored_total") == 0
+        assert _metric(text, "casscade_materializer_partition_stores_restored_total") == 0
         wait_until(lambda: _metric(http_get(port, "/metrics")[1],
                                    "casscade_materializer_kafka_offsets_behind_latest") == 0,
                    60, "lag 0 once every raw record is read")
@@ -552,65 +521,3 @@ def test_driver_serves_metrics_health_and_status(stack, cql, workload, tmp_path,
     finally:
         kill_group(proc)
     assert http_get(port, "/health")[0] == 0  # the server went with the job
-
-
-# the TTL test's TTLs (s): key 1's; key 3's first and the one a rewrite moves it to (the
-# first check for key 3 comes 4 s after its first time, and its new time is later still)
-TTL_S, FIRST_S, MOVED_S = 15, 30, 40
-
-
-def test_ttl_expiry_is_an_event_even_without_writes(stack, cql, tmp_path) -> None:
-    """spark.state_mode spark: processing-time timers report the expiry of keys nobody
-    writes to again, also when a key's expiry moved later after it was indexed. (The
-    default's partition stores expire keys when their Kafka partition moves: a record or a
-    publisher's heartbeat; test_publisher_agent tests that.)"""
-    ks = f"ttl_{uuid.uuid4().hex[:8]}"
-    cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
-                "{'class': 'SimpleStrategy', 'replication_factor': 1}")
-    cql.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, v text) WITH cdc = true")
-    prefix = f"x{uuid.uuid4().hex[:8]}"
-    topic = f"{prefix}.{ks}.t"
-    before = cdc_offsets(stack.cdc_raw_dir)
-    cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (2, 'stays')")
-    publish_new_cdc(stack, cql, before, prefix, tmp_path / "first")
-    proc = start_materializer(materializer_command(stack, prefix, tmp_path / "ckpt",
-                                                   "spark.state_mode=spark",
-                                                   available_now=False), tmp_path / "job.log")
-    try:
-        def ops() -> list[tuple[int, str]]:
-            try:
-                events = read_events(stack.bootstrap_servers, topic, timeout_s=5)
-            except (AssertionError, KafkaException):
-                return []  # the topic does not exist yet, or has no leader yet
-            return [(key["k"], value["op"]) for _p, _o, key, value in events if value]
-
-        wait_until(lambda: ops() == [(2, "c")], 300, "the first event")
-        before = cdc_offsets(stack.cdc_raw_dir)
-        # long enough to be seen alive first, even on a slow machine
-        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (1, 'expires') USING TTL {TTL_S}")
-        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (3, 'extended') USING TTL {FIRST_S}")
-        written = time.monotonic()
-        publish_new_cdc(stack, cql, before, prefix, tmp_path / "second")
-        wait_until(lambda: {(1, "c"), (3, "c")} <= set(ops()), 60, "the TTL'd rows' creation")
-        # key 3's expiry moves later (a rewrite with a longer TTL): the time it was first
-        # indexed at passes without a `d`, and the `d` comes at the new time
-        before = cdc_offsets(stack.cdc_raw_dir)
-        cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES (3, 'later') USING TTL {MOVED_S}")
-        rewritten = time.monotonic()
-        publish_new_cdc(stack, cql, before, prefix, tmp_path / "third")
-        wait_until(lambda: (3, "u") in ops(), 60, "the rewrite")
-        assert time.monotonic() - written < FIRST_S - 1, "the rewrite came after the expiry"
-        wait_until(lambda: (1, "d") in ops(), 90, "the expiry event")
-        assert time.monotonic() - written >= TTL_S - 1  # not before the TTL ran out
-        time.sleep(max(0.0, written + FIRST_S + 4 - time.monotonic()))  # past key 3's first
-        assert (3, "d") not in ops()
-        wait_until(lambda: (3, "d") in ops(), 90, "the moved expiry's event")
-        assert time.monotonic() - rewritten >= MOVED_S - 1
-        assert sorted(ops()) == [(1, "c"), (1, "d"), (2, "c"), (3, "c"), (3, "d"), (3, "u")]
-        expiry = next(v for *_, v in read_events(stack.bootstrap_servers, topic) if v and
-                  v["op"] == "d" and v["before"]["k"] == 1)
-        assert expiry["before"] == {"k": 1, "v": "expires"} and expiry["after"] is None
-        assert expiry["source"]["kafka_offset"] is None  # no record caused it: the timer did
-    finally:
-        kill_group(proc)
-        cql.execute(f"DROP KEYSPACE {ks}")

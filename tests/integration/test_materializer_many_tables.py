@@ -4,8 +4,8 @@ Twenty CDC tables written and published before the job first runs, so the job ma
 event topics at its start and writes to all of them in its first micro-batch. Kafka's
 idempotent producer met such topics before their broker served them, and retried a batch
 with OUT_OF_ORDER_SEQUENCE_NUMBER until its delivery timeout failed the micro-batch, which
-then ran again and wrote its events twice (KAFKA-15591). Each state mode must write every
-change exactly once, in one query start, with no setting changed.
+then ran again and wrote its events twice (KAFKA-15591). The job must write every change
+exactly once, in one query start, with no setting changed.
 """
 
 from __future__ import annotations
@@ -71,18 +71,16 @@ def backlog(stack, cql, tmp_path_factory) -> dict:
     cql.execute(f"DROP KEYSPACE {ks}", timeout=60)
 
 
-@pytest.mark.parametrize("mode", ["spark", "partition"])
-def test_a_backlog_over_twenty_new_tables_is_written_once(stack, cql, backlog, mode) -> None:
-    """Both state modes, default settings (but the mode): one query start, no failed
-    micro-batch, one event per change in each of the twenty new event topics, and the last
-    image of every key is what Cassandra returns."""
+def test_a_backlog_over_twenty_new_tables_is_written_once(stack, cql, backlog) -> None:
+    """Default settings: one query start, no failed micro-batch, one event per change in
+    each of the twenty new event topics, and the last image of every key is what Cassandra
+    returns."""
     work, ks = backlog["work"], backlog["ks"]
-    prefix = f"{backlog['prefix']}{mode}"
+    prefix = f"{backlog['prefix']}c"
     # every record three times, as three replicas' publishers send it, into fresh topics
     copy_raw(stack, backlog["prefix"], prefix, 3, seed=1, replicas=True)
-    log = work / f"{mode}.log"
-    run_materializer(materializer_command(stack, prefix, work / f"ckpt-{mode}",
-                                          f"spark.state_mode={mode}"), log)
+    log = work / "job.log"
+    run_materializer(materializer_command(stack, prefix, work / "ckpt"), log)
     text = log.read_text()
     assert "starting it again from its checkpoint" not in text, text[-3000:]
     assert "OUT_OF_ORDER_SEQUENCE" not in text and "Expiring" not in text, text[-3000:]

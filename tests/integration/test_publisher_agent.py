@@ -225,7 +225,7 @@ def test_broker_down_for_30_seconds(stack, node, session, tmp_path):
 
 def test_heartbeats_move_an_idle_partition_to_its_ttl_expiry(stack, node, session, tmp_path):
     """The agent with its default heartbeats, and the materializer with its defaults (the
-    partition mode): a row written with a TTL and nothing written after it still gets its
+    partition stores): a row written with a TTL and nothing written after it still gets its
     expiry event (the heartbeats make its Kafka partition's task run), within a bounded time
     of the expiry; every partition of the raw topic carries the agent's heartbeats, and no
     event is one."""

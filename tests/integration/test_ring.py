@@ -114,8 +114,9 @@ def _run_on_cluster(env, spark_cluster, name: str, ks: str, packed: Path) -> dic
     """`deploy/spark/submit.sh` to the standalone cluster (a master, two one-core workers)
     over the prefix's raw topics, --available-now: one micro-batch (the default limit of
     records per batch holds them all, so no mutation straddles two batches); worker 2 killed
-    with SIGKILL once that batch reads shuffle blocks there. Returns the exit code, what the
-    kill hit and the log's end."""
+    with SIGKILL once a task of that batch runs in its Python worker, so the task's store
+    and part of its changelog writes are there. Returns the exit code, what the kill hit
+    and the log's end."""
     import os
     import subprocess
     import sys
@@ -130,9 +131,7 @@ def _run_on_cluster(env, spark_cluster, name: str, ks: str, packed: Path) -> dic
            "--set", f"kafka.bootstrap_servers={ring.bootstrap_servers}",
            "--set", f"kafka.topic_prefix={env['prefix']}",
            "--set", f"spark.checkpoint={checkpoint}", "--set", "log.format=text",
-           # Spark's state store: the kill lands in its shuffle (the default's partition
-           # stores have none; the test after this one kills a worker under them)
-           "--set", "spark.state_mode=spark", "--set", "http.port=0", "--available-now"]
+           "--set", "http.port=0", "--available-now"]
     log = work / f"{name}.log"
     apps = cluster.worker_dir(spark_cluster, 2) / "work"
     earlier = set(apps.glob("app-*"))  # the session's cluster may have run other jobs
@@ -142,18 +141,14 @@ def _run_on_cluster(env, spark_cluster, name: str, ks: str, packed: Path) -> dic
                             stdout=log.open("ab"), stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
-        # Worker 2 dies once its executor reads shuffle blocks: the batch's first stage has
-        # written map output on both executors (lost with it, so Spark must recompute it) and
-        # a later stage runs there. Waiting for the first events raced the batch's commit
-        # (CI, 2026-11-25: the events and the commit fell within one poll); a kill before any
-        # task ran went unnoticed by the driver once (no "Lost executor" in its log).
-        def reading_shuffle() -> bool:
+        # Worker 2 dies once its executor runs a task's Python: the task has opened its
+        # partition store there, and the batch is not committed
+        def running_a_task() -> bool:
             return proc.poll() is not None or any(
-                "non-empty blocks" in f.read_text(errors="replace")
+                "Starting Python task execution" in f.read_text(errors="replace")
                 for app in set(apps.glob("app-*")) - earlier for f in app.glob("*/stderr"))
 
-        wait_until(reading_shuffle, 300, "worker 2's executor reading shuffle blocks",
-                   interval_s=0.2)
+        wait_until(running_a_task, 300, "worker 2's executor running a task", interval_s=0.2)
         mid_batch = proc.poll() is None and not (checkpoint / "commits" / "0").exists()
         killed = mid_batch and cluster.kill_worker(spark_cluster, 2)
         code = proc.wait(900)
@@ -171,7 +166,7 @@ def _run_on_cluster(env, spark_cluster, name: str, ks: str, packed: Path) -> dic
 
 def test_partition_stores_follow_their_partitions_on_the_cluster(env, staged, spark_cluster,
                                                                 packed_env) -> None:
-    """The RF=3 differential's raw records through spark.state_mode partition on the
+    """The RF=3 differential's raw records through the job on the
     standalone cluster (submit.sh, the packed environment, the checkpoint given as a Hadoop
     URI), in small micro-batches: while both workers run, no store is read back (each topic
     partition's task waits for the executor that holds its store); worker 2 is SIGKILLed,
@@ -196,7 +191,7 @@ def test_partition_stores_follow_their_partitions_on_the_cluster(env, staged, sp
            # a Hadoop URI, as a cluster's checkpoint is (hdfs://, s3a://): the driver's
            # records go through Spark's file systems
            "--set", f"kafka.topic_prefix={prefix}",
-           "--set", f"spark.checkpoint=file://{checkpoint}", "--set", "spark.state_mode=partition",
+           "--set", f"spark.checkpoint=file://{checkpoint}",
            "--set", f"kafka.max_offsets_per_trigger={max(300, sent // 30)}",
            "--set", "log.format=text", "--set", "http.port=0", "--available-now"]
     log = work / "partition-cluster.log"
@@ -279,16 +274,15 @@ def test_rf3_differential_events_end_at_select_all(env, staged) -> None:
     assert counts["r"] < sum(hosts.values()) / 2, (counts, hosts)
 
 
-def test_rf3_differential_with_partition_stores_ends_at_select_all(env, staged) -> None:
+def test_rf3_differential_on_a_local_master_ends_at_select_all(env, staged) -> None:
     """The same raw records (every replica's copy, as the three publishers sent them) through
-    the job with spark.state_mode partition, locally: the three checks pass, and the copies
-    were dropped in the partition stores."""
+    the job on its default local master: the three checks pass, and the copies were dropped
+    in the partition stores."""
     ks, work = staged["differential"]["ks"], env["work"]
     prefix = f"part{uuid.uuid4().hex[:6]}"
     sent = copy_raw(env["ring"], env["prefix"], prefix, 1, seed=21)
     log = work / "partition.log"
-    run_materializer(materializer_command(env["ring"], prefix, work / "ckpt-partition",
-                                          "spark.state_mode=partition"), log)
+    run_materializer(materializer_command(env["ring"], prefix, work / "ckpt-partition"), log)
     counts = check_events(env["ring"].bootstrap_servers, prefix, env["truth"],
                           _tables(env, ks))
     hosts = staged["differential"]["hosts"]
@@ -503,9 +497,10 @@ def test_ten_tables_at_once_and_a_broker_restart_keep_the_job_running(env, stack
 
 def test_standalone_cluster_job_survives_a_killed_worker(env, staged) -> None:
     """The staged run above is the materializer submitted to a Spark standalone cluster,
-    with a worker killed with SIGKILL while its micro-batch runs: the job carries on with
-    the other (Spark re-runs the lost tasks and the stages whose shuffle output went with
-    the executor), finishes, and the RF=3 differential's events pass the three checks."""
+    with a worker killed with SIGKILL while a task of its micro-batch runs there: the job
+    carries on with the other (Spark runs the lost tasks again there, which rebuild their
+    stores from the changelogs and take back what the killed attempt wrote), finishes, and
+    the RF=3 differential's events pass the three checks."""
     run, ks = staged["cluster"], staged["differential"]["ks"]
     assert run["mid_batch"] and run["killed"], run["log"]
     assert run["unpacked"], run["log"]  # the executors ran from the packed environment

@@ -21,7 +21,7 @@ def processor() -> KeyProcessor:
 
 
 class Paged:
-    """One partition kept the way the Spark processor keeps it: an entry plus page entries."""
+    """One partition kept the way a partition store keeps it: an entry plus page entries."""
 
     def __init__(self, page_rows: int) -> None:
         self.page_rows = page_rows
@@ -30,7 +30,7 @@ class Paged:
         self.loaded: list[int] = []  # page ids the last batch read
 
     def run(self, records: list[dict[str, Any]] | None, now_s: int) -> list[tuple]:
-        """A batch of records (None: the TTL timer fired); returns the changes."""
+        """A batch of records (None: its expiry is due); returns the changes."""
         state = PartitionState.loads(self.entry) if self.entry else PartitionState()
         self.loaded = pages_to_load(state, records or [], now_s, ORDER)
         attach(state, self.loaded, [self.pages.get(p) for p in self.loaded], "test")

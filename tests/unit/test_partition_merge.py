@@ -108,6 +108,22 @@ def test_a_heartbeat_alone_fires_a_due_expiry_and_is_no_change(tmp_path) -> None
     assert (counts["copies_in"], counts["copies_dropped"]) == (0, 0)
 
 
+def test_an_expiry_moved_later_fires_at_its_new_time_only(tmp_path) -> None:
+    """A key rewritten with a longer TTL: the time it was first indexed at passes without a
+    `d` (the index entry is stale), and the `d` comes once the new time has passed."""
+    t0 = NOW_MS // 1000
+    _run(tmp_path, 0, NOW_MS, [(7, _ttl_row(7, 5, t0, 10))])  # expires at t0 + 10
+    events, _ = _run(tmp_path, 1, NOW_MS + 5_000, [(7, _ttl_row(7, 6, t0 + 5, 30))])
+    assert events == [(7, "u")]  # now expires at t0 + 35
+    beat = encode_heartbeat(Heartbeat("node-1", NOW_MS + 20_000, {}))
+    events, _ = _run(tmp_path, 2, NOW_MS + 20_000, [(0, beat)])
+    assert events == []  # t0 + 10 has passed, but the row lives on
+    events, _ = _run(tmp_path, 3, NOW_MS + 40_000, [(0, beat)])
+    assert events == [(7, "d")]
+    events, _ = _run(tmp_path, 4, NOW_MS + 50_000, [(0, beat)])
+    assert events == []  # once
+
+
 class _Log:
     """One changelog partition in memory (partition_store.Changelog)."""
 

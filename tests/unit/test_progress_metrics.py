@@ -12,7 +12,6 @@ def report(batch: int, rows: int, ts: str, end: int, latest: int) -> dict[str, A
     return {"name": "casscade_materializer", "batchId": batch, "timestamp": ts,
             "numInputRows": rows, "processedRowsPerSecond": rows / 2.0,
             "durationMs": {"triggerExecution": 2000},
-            "stateOperators": [{"numRowsTotal": 10 * batch, "memoryUsedBytes": 4096}],
             "sources": [{"description": "KafkaV2[SubscribePattern[p\\.raw\\..+]]",
                          "endOffset": {"p.raw.ks.t": {"0": end, "1": end}},
                          "latestOffset": {"p.raw.ks.t": {"0": latest, "1": end}}}],
@@ -31,26 +30,10 @@ def test_new_reports_are_counted_once_and_idle_reports_add_nothing() -> None:
     assert m.input_rows.get() == 140 and m.batches.get() == 2
     assert m.output_rows.get() == 142
     assert m.rate.get() == 20.0  # the last batch that read rows, not the idle report
-    assert m.lag.get() == 0 and m.state_rows.get() == 10 and m.last_batch_id.get() == 1
+    assert m.lag.get() == 0 and m.last_batch_id.get() == 1
     text = registry.render()
     assert "casscade_materializer_input_rows_total 140" in text
     assert "casscade_materializer_kafka_offsets_behind_latest 0" in text
-
-
-def test_dedupe_operator_is_counted_apart_from_the_key_state() -> None:
-    """The copy dedupe's digests are not Cassandra partitions: its state and its dropped
-    copies have metrics of their own."""
-    m = ProgressMetrics(Registry())
-    r = report(2, 90, "2026-11-22T10:00:00.000Z", 10, 10)
-    r["stateOperators"] = [
-        {"operatorName": "transformWithStateExec", "numRowsTotal": 30, "memoryUsedBytes": 100},
-        {"operatorName": "dedupeWithinWatermark", "numRowsTotal": 31, "memoryUsedBytes": 900,
-         "customMetrics": {"numDroppedDuplicateRows": 60}}]
-    m.observe(r)
-    m.observe({**r, "numInputRows": 0, "timestamp": "2026-11-22T10:00:09.000Z"})  # idle
-    assert (m.state_rows.get(), m.state_bytes.get()) == (30, 100)
-    assert (m.dedupe_keys.get(), m.dedupe_bytes.get()) == (31, 900)
-    assert m.copies_dropped.get() == 60 and m.input_rows.get() == 90
 
 
 class _Row(dict):
@@ -60,12 +43,11 @@ class _Row(dict):
         return dict(self)
 
 
-def test_partition_mode_counts_come_from_its_observed_metrics() -> None:
-    """spark.state_mode partition has no dedupe operator: its merge counts the copies it
-    dropped as observed metrics, in a report's JSON (dict) or a progress object (Row)."""
+def test_partition_store_counts_come_from_observed_metrics() -> None:
+    """The merge counts the copies it dropped and the stores' keys as observed metrics, in
+    a report's JSON (dict) or a progress object (Row)."""
     m = ProgressMetrics(Registry())
     r = report(3, 90, "2026-11-22T10:00:00.000Z", 10, 10)
-    r["stateOperators"] = []
     r["observedMetrics"] = {"partition_state": {"copies_in": 90, "copies_dropped": 58,
                                                 "store_keys": 700}}
     m.observe(r)

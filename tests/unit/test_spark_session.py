@@ -18,13 +18,9 @@ def test_consumer_cache_holds_every_raw_partition_and_room_for_more() -> None:
     assert consumer_cache_capacity({}) == SPARK_CONSUMER_CACHE == 64
 
 
-def test_partition_mode_waits_for_the_executor_holding_its_store() -> None:
+def test_a_task_waits_for_the_executor_holding_its_store() -> None:
     wait = {"spark.locality.wait.process": PARTITION_LOCALITY_WAIT}
-    assert scheduling_conf(SparkSettings(state_mode="partition")) == wait
-    # the default (auto) runs a new checkpoint in partition mode
     assert scheduling_conf(SparkSettings()) == wait
-    # the mode the user chose for Spark's state store: Spark's defaults stand
-    assert scheduling_conf(SparkSettings(state_mode="spark")) == {}
     # the user's wait stands, at either key
     for key in ("spark.locality.wait", "spark.locality.wait.process"):
-        assert scheduling_conf(SparkSettings(state_mode="partition", conf={key: "1s"})) == {}
+        assert scheduling_conf(SparkSettings(conf={key: "1s"})) == {}

@@ -17,11 +17,11 @@ import scala.Tuple2;
 import scala.Tuple3;
 
 /**
- * The least a JVM-side processor must do per change, for bench_jvm_floor: one group per
+ * The least a JVM-side merge must do per change, for bench_jvm_floor: one group per
  * (raw topic, partition key), its state (the last raw value) read once and written once per
  * micro-batch, and one output record per input record (the state's bytes then the record's,
  * about an event's size). No decoding and no merge: what is left is Spark's own cost (Kafka
- * source, copy dedupe, shuffle, state store, Kafka sink), the floor under any processor.
+ * source, shuffle, state store, Kafka sink), the floor under a merge on Spark's state.
  */
 public final class CopyFloor {
     private CopyFloor() {

@@ -1,4 +1,5 @@
-"""What spark.state_mode partition refuses at start (pure checks on a temporary directory)."""
+"""What the job refuses at start, and its checkpoint records (pure checks on a temporary
+directory)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ import pytest
 from materializer.settings import SparkSettings
 from materializer.spark.checkpoint_files import LocalFiles, files
 from materializer.spark.partition_job import (
-    PartitionModeRefused,
+    CheckpointRefused,
     check_start,
     job_id,
-    started_mode,
     state_root,
 )
 
@@ -50,11 +50,14 @@ def test_a_checkpoint_keeps_its_stores_job_id(tmp_path) -> None:
     assert job_id(LocalFiles(tmp_path / "b")) != made
 
 
-def test_a_checkpoint_started_in_the_other_mode_is_refused(tmp_path) -> None:
-    with pytest.raises(PartitionModeRefused, match=r"started with spark\.state_mode spark"):
+def test_a_checkpoint_of_the_spark_state_mode_is_refused(tmp_path) -> None:
+    """A checkpoint an earlier casscade started in its spark state mode (Spark's state store,
+    no partition records) is refused, naming the way forward; one started here is not."""
+    with pytest.raises(CheckpointRefused, match=r"started in the spark state mode .* start a "
+                       r"new spark\.checkpoint .*Upgrading from the spark state mode"):
         check_start(LocalFiles(tmp_path), True, {})
     check_start(LocalFiles(tmp_path), False, {"p.raw.ks.t": 3})
-    check_start(LocalFiles(tmp_path), True, {"p.raw.ks.t": 3})  # its own mode: fine
+    check_start(LocalFiles(tmp_path), True, {"p.raw.ks.t": 3})  # its own records: fine
 
 
 def test_a_raw_topic_that_gained_partitions_is_refused_new_topics_are_recorded(tmp_path
@@ -63,38 +66,20 @@ def test_a_raw_topic_that_gained_partitions_is_refused_new_topics_are_recorded(t
     check_start(LocalFiles(tmp_path), True, {"p.raw.ks.t": 3, "p.raw.ks.u": 6})
     known = json.loads((state_root(tmp_path) / "partitions.json").read_text())
     assert known == {"p.raw.ks.t": 3, "p.raw.ks.u": 6}
-    with pytest.raises(PartitionModeRefused, match=r"p\.raw\.ks\.u 6 -> 12"):
+    with pytest.raises(CheckpointRefused, match=r"p\.raw\.ks\.u 6 -> 12"):
         check_start(LocalFiles(tmp_path), True, {"p.raw.ks.t": 3, "p.raw.ks.u": 12})
 
 
-def test_an_unknown_state_mode_is_a_config_error() -> None:
-    with pytest.raises(ValueError,
-                       match=r"spark\.state_mode must be one of auto, partition, spark"):
-        SparkSettings(state_mode="shuffle-free")
-
-
-def test_state_and_rescale_refuse_a_partition_mode_checkpoint(tmp_path) -> None:
-    """Both read or move Spark's state store, which this mode does not have: a clear refusal
-    before Spark starts."""
+def test_the_spark_state_modes_settings_are_refused_by_name() -> None:
+    """A config that still sets the gone mode's settings says what happened, not only
+    "unknown setting"."""
     from click.testing import CliRunner
 
     from casscade.cli import cli
 
-    state_root(tmp_path).mkdir(parents=True)
-    runner = CliRunner()
-    out = runner.invoke(cli, ["materializer", "state", "--set", f"spark.checkpoint={tmp_path}"])
-    assert out.exit_code == 1 and "spark.state_mode partition" in out.output, out.output
-    out = runner.invoke(cli, ["materializer", "rescale", "--from-checkpoint", str(tmp_path),
-                              "--set", f"spark.checkpoint={tmp_path / 'new'}"])
-    assert out.exit_code == 1 and "rescale refused" in out.output, out.output
-
-
-def test_a_checkpoint_keeps_the_mode_it_was_started_in(tmp_path) -> None:
-    """spark.state_mode auto: a new checkpoint has no mode yet (partition is taken); one that
-    Spark's query started without the partition records is the spark mode's."""
-    files = LocalFiles(tmp_path)
-    assert started_mode(files) is None
-    (tmp_path / "metadata").write_text('{"id": "q"}')
-    assert started_mode(files) == "spark"
-    check_start(LocalFiles(tmp_path / "p"), False, {"p.raw.ks.t": 3})
-    assert started_mode(LocalFiles(tmp_path / "p")) == "partition"
+    for setting in ("spark.state_mode=spark", "spark.shuffle_partitions=4"):
+        out = CliRunner().invoke(cli, ["materializer", "run", "--print-config", "--set", setting])
+        assert out.exit_code != 0, out.output
+        assert f"{setting.split('=')[0]}: the spark state mode is gone" in out.output, out.output
+    out = CliRunner().invoke(cli, ["materializer", "--help"])
+    assert "reshard" in out.output and "rescale" not in out.output, out.output

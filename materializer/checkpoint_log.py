@@ -1,0 +1,32 @@
+"""Reading a stopped Structured Streaming query's checkpoint logs (no Spark): which
+micro-batch it last committed and the Kafka offsets that batch ended at."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+
+class CheckpointLogError(ValueError):
+    """A checkpoint's commit or offset log is missing or not what Spark writes."""
+
+
+def last_commit(checkpoint: Path) -> int | None:
+    """The id of the last micro-batch in the checkpoint's commit log, None if there is none."""
+    commits = checkpoint / "commits"
+    if not commits.is_dir():
+        return None
+    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()]
+    return max(ids) if ids else None
+
+
+def parse_offset_log(text: str) -> tuple[dict[str, str], list[dict | None]]:
+    """An offsets/<batch> file: (the batch's SQL conf, one offset per source; None for a
+    source with no offset). Format: "v1", the metadata JSON, then one line per source."""
+    lines = text.splitlines()
+    if not lines or not re.fullmatch(r"v\d+", lines[0]) or len(lines) < 2:
+        raise CheckpointLogError("not a Structured Streaming offset log entry")
+    conf = json.loads(lines[1]).get("conf", {})
+    sources = [None if line.strip() == "-" else json.loads(line) for line in lines[2:]]
+    return conf, sources

@@ -1,0 +1,66 @@
+"""The Kafka clients a Python worker shares across the tasks it runs (Spark reuses
+workers): the schema cache, the event topic creator and the Avro schema publisher, one of
+each per client config, and the KeyHandler made over them."""
+
+from __future__ import annotations
+
+from materializer.handler import EventSettings, KeyHandler
+from materializer.output.avro_registry import ConfluentRegistry, SchemaPublisher, SchemaTopic
+from materializer.rules.pages import DEFAULT_PAGE_ROWS
+from materializer.spark.schema_cache import SchemaCache
+from shared.kafka_topics import TopicCreator
+
+_CACHES: dict[tuple[str, str], SchemaCache] = {}
+_TOPICS: dict[str, TopicCreator] = {}
+_PUBLISHERS: dict[tuple[str, str], SchemaPublisher] = {}
+
+
+# The Python worker's Kafka clients are shared by every task it runs, one per client
+# config (librdkafka settings: brokers and security).
+def _cache(kafka: dict[str, str], topic: str) -> SchemaCache:
+    key = (_conf_key(kafka), topic)
+    cache = _CACHES.get(key)
+    if cache is None:
+        cache = _CACHES[key] = SchemaCache(kafka, topic)
+    return cache
+
+
+def _publisher(kafka: dict[str, str], settings: EventSettings) -> SchemaPublisher | None:
+    if settings.format != "avro":
+        return None
+    key = (_conf_key(kafka), settings.schema_registry_url or settings.avro_schemas)
+    publisher = _PUBLISHERS.get(key)
+    if publisher is None:
+        publisher = _PUBLISHERS[key] = (
+            ConfluentRegistry(settings.schema_registry_url, settings.schema_registry)
+            if settings.schema_registry_url
+            else SchemaTopic(kafka, settings.avro_schemas, _topics(kafka, settings).ensure))
+    return publisher
+
+
+def _topics(kafka: dict[str, str], settings: EventSettings) -> TopicCreator:
+    key = _conf_key(kafka)
+    creator = _TOPICS.get(key)
+    if creator is None:
+        creator = _TOPICS[key] = TopicCreator(kafka, settings.partitions,
+                                              settings.replication_factor)
+    return creator
+
+
+def key_handler(kafka: dict[str, str], schema_topic: str, settings: EventSettings,
+                page_rows: int = DEFAULT_PAGE_ROWS, made: frozenset[str] = frozenset()
+                ) -> KeyHandler:
+    """A KeyHandler over the Python worker's shared schema cache, topic creator and schema
+    publisher; `made`:
+    the event topics the driver made at start, which the worker takes as made (it would
+    otherwise read the cluster's whole metadata and probe each one's partitions once per
+    table it meets)."""
+    creator = _topics(kafka, settings)
+    creator.known.update(made)
+    return KeyHandler(_cache(kafka, schema_topic), settings, creator.ensure,
+                      _publisher(kafka, settings), page_rows)
+
+
+def _conf_key(kafka: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(kafka.items()))
+
