@@ -7,7 +7,7 @@ file systems can reach, with the user's credentials and settings already in Spar
 configuration, and even a plain path means what the cluster's default file system
 (`fs.defaultFS`) makes of it. So with a Spark session every location is read and written
 through the driver JVM's Hadoop `FileSystem`, resolved exactly as Spark resolves the
-checkpoint (PySpark's private `_jvm`/`_jsc`, kept to this module); the commands that run
+checkpoint (`materializer.spark.pyspark_internals`); the commands that run
 without Spark use Python's own file calls on a local path.
 """
 
@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from materializer.spark import pyspark_internals
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -84,11 +86,10 @@ class HadoopFiles:
 
     def __init__(self, spark: SparkSession, location: str) -> None:
         self.location = location.rstrip("/")
-        self._jvm: Any = spark.sparkContext._jvm
-        self._conf: Any = spark.sparkContext._jsc.hadoopConfiguration()
+        self._java, self._conf = pyspark_internals.hadoop(spark)
 
     def _path(self, relative: str) -> tuple[Any, Any]:
-        path = self._jvm.org.apache.hadoop.fs.Path(f"{self.location}/{relative}")
+        path = self._java.org.apache.hadoop.fs.Path(f"{self.location}/{relative}")
         return path, path.getFileSystem(self._conf)
 
     @contextmanager
@@ -116,7 +117,7 @@ class HadoopFiles:
                 return None
             stream = fs.open(path)
             try:
-                return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+                return bytes(self._java.org.apache.commons.io.IOUtils.toByteArray(stream)
                              ).decode()
             finally:
                 stream.close()

@@ -17,7 +17,7 @@ from materializer.kafka.changelog import ChangelogJob
 from materializer.output.avro_registry import OPEN
 from materializer.output.values import ValueModes
 from materializer.settings import MaterializerConfig, SparkSettings
-from materializer.spark import checkpoint_files, class_archive, partition_job
+from materializer.spark import checkpoint_files, class_archive, partition_job, pyspark_internals
 from shared.kafka_topics import TopicCreator
 from shared.pids import pid_alive
 
@@ -91,16 +91,14 @@ def close_session(spark: SparkSession, archive: class_archive.Plan | None) -> No
     the archive only if it exited cleanly."""
     spark.stop()
     if archive is not None and archive.creating:
-        kept = class_archive.finish(archive, stop_driver_jvm())
+        kept = class_archive.finish(archive, stop_driver())
         log.info("class archive " + ("written" if kept else "not written"),
                  extra={"archive": str(archive.archive)})
 
 
-def stop_driver_jvm() -> int | None:
+def stop_driver() -> int | None:
     """Close the driver JVM's stdin (its signal to exit) and wait: its exit code."""
-    from pyspark import SparkContext
-
-    proc = getattr(SparkContext._gateway, "proc", None)
+    proc = pyspark_internals.driver_process()
     if proc is None:
         return None
     with contextlib.suppress(OSError):

@@ -1,0 +1,35 @@
+"""The PySpark internals `materializer.spark.pyspark_internals` reaches are still there in
+the installed PySpark (no Spark started: the symbols and the code that sets them)."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from types import SimpleNamespace
+
+import pyspark.java_gateway
+import pytest
+from pyspark import SparkContext
+
+from materializer.spark import pyspark_internals
+
+
+def test_the_spark_context_still_has_the_jvm_and_its_hadoop_conf() -> None:
+    assert hasattr(SparkContext, "_jvm") and hasattr(SparkContext, "_gateway")
+    # the context's Java SparkContext, whose Hadoop configuration Spark resolves paths with
+    assert "self._jsc" in inspect.getsource(SparkContext)
+
+
+def test_the_gateway_still_keeps_the_driver_jvms_process() -> None:
+    assert "gateway.proc = proc" in inspect.getsource(pyspark.java_gateway.launch_gateway)
+
+
+def test_without_the_process_the_archive_is_not_written_and_a_warning_says_so(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace())  # no `proc`
+    with caplog.at_level(logging.WARNING):
+        assert pyspark_internals.driver_process() is None
+    assert "class archive is not written" in caplog.text
+    proc = object()
+    monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=proc))
+    assert pyspark_internals.driver_process() is proc
