@@ -22,8 +22,8 @@ class KafkaSettings:
     bootstrap_servers: str = "127.0.0.1:9092"
     topic_prefix: str = "casscade"  # reads <prefix>.raw.*, writes <prefix>.<ks>.<table>
     starting_offsets: str = "earliest"  # for a new checkpoint only
-    # raw records per micro-batch at most (0: no limit); bounds memory, since a bucket's
-    # records of a micro-batch are held together, and the time to the first events
+    # raw records per micro-batch at most (0: no limit); bounds memory, since a task holds
+    # its records of a micro-batch together, and the time to the first events
     max_offsets_per_trigger: int = 200_000
     consumer: dict[str, str] = field(default_factory=dict)  # extra kafka.* source options
     producer: dict[str, str] = field(default_factory=dict)  # extra kafka.* sink options
@@ -46,7 +46,7 @@ class SparkSettings:
     REMOVED: ClassVar[dict[str, str]] = dict.fromkeys(
         ("state_mode", "shuffle_partitions", "state_buckets", "batched_state"),
         "the spark state mode is gone: the keys' state is in partition stores, with no "
-        "shuffle (deploy/RUNBOOK.md \"Upgrading from the spark state mode\"); remove it")
+        "shuffle (docs/operations.md \"Upgrading from the spark state mode\"); remove it")
 
     master: str = "local[2]"
     app_name: str = "casscade-materializer"
@@ -63,18 +63,12 @@ class SparkSettings:
     # batch reads and writes only the pages it can change; may change between runs
     state_page_rows: int = 256
     driver_memory: str = "1g"
-    # The keys' state: a RocksDB per raw topic partition, no shuffles (beside the
-    # checkpoint on a local master with a local checkpoint, else in each executor's work
-    # directory), with a compacted Kafka changelog topic per raw topic that rebuilds a store
-    # wherever its partition's task runs next; raw topics want a multiple of the cores as
-    # partitions (more later: `materializer reshard`, offline); a TTL expiry in a Kafka
-    # partition with no writes waits for the publishers' next heartbeat (deploy/RUNBOOK.md
-    # "State without shuffles").
-    # The raw topic partitions of a micro-batch are coalesced, without a
-    # shuffle, into at most this many tasks; each task costs a start of its own, which 80
-    # topic partitions (20 tables) paid 80 times a batch. 0: on a local master as many as
-    # Spark has cores; on a cluster none (a coalesced task keeps only its host, so on hosts
-    # with several executors the stores moved between them every batch, measured)
+    # The raw topic partitions of a micro-batch are coalesced, without a shuffle, into at
+    # most this many tasks, each reading its partitions whole (each task has a fixed cost
+    # of its own). 0: on a local master as many as Spark has cores; on a cluster none (a
+    # coalesced task keeps only its host, so on hosts with several executors the partition
+    # stores would move between them every batch). Raw topics want a multiple of the
+    # cores as partitions (docs/operations.md "State without shuffles").
     partition_tasks: int = 0
     # a query that fails on something transient (broker restart, lost executor, timeout)
     # is started again from its checkpoint after a backoff (5 s, doubling, at most 60 s);
@@ -135,8 +129,9 @@ class EventsSettings:
     # string: exact decimal text (the default: varints may exceed 64 bits); long: int64 as
     # Debezium's Cassandra connector (a value beyond 64 bits goes to the dead-letter topic)
     varint_mode: str = VARINT
-    # precise: exact, Debezium's VariableScaleDecimal struct {scale, value} (a JDBC sink
-    # writes numeric); string: plain decimal text; double: float64 (inexact beyond ~16 digits)
+    # precise: exact, Debezium's VariableScaleDecimal struct {scale, value} (a table the
+    # JDBC sink creates gets double precision for it); string: plain decimal text; double:
+    # float64 (inexact beyond ~16 digits)
     decimal_mode: str = DECIMAL
     # struct: a tuple or UDT is a Connect struct (named); json: its JSON text under
     # io.debezium.data.Json (Debezium's JDBC sink has no column type for a struct; it writes

@@ -38,7 +38,7 @@ def publisher() -> None:
 @click.argument("segment", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--schema", "schema_file", type=click.Path(exists=True, dir_okay=False,
                                                          path_type=Path),
-              help="JSON schema file (format: README, 'Schema file'); see `publisher schema`.")
+              help="JSON schema file (format: docs/commitlog-dump.md); see `publisher schema`.")
 @click.option("--cassandra", "host", help="Read the schema from this node's system_schema.")
 @click.option("--port", default=9042, show_default=True, help="CQL port for --cassandra.")
 @click.option("--from-offset", type=int, default=0, show_default=True,

@@ -73,7 +73,8 @@ class CdcSettings:
     archive_dir: Path | None = None  # move finished segments here instead of deleting
     poll_interval_ms: int = 100
     total_space_mb: int = 4096  # the node's cdc_total_space, for the usage gauge
-    unindexed_grace_s: int = 60  # an older segment without _cdc.idx counts as complete after
+    # an older segment without _cdc.idx counts as complete after it is unchanged this long
+    unindexed_grace_s: int = 60
     unknown_retry_s: int = 30  # how often to retry mutations of unknown tables
 
 

@@ -1,4 +1,5 @@
-"""The raw-topic record: one RowUpdate (design §3.1), Avro-encoded after a version byte."""
+"""The raw-topic record: one RowUpdate, Avro-encoded after a version byte
+(docs/architecture.md "Raw records")."""
 
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ READ_VERSIONS = (1, 2, 3, 4)
 # Replicas' copies of one write are byte-identical there (the coordinator fixes timestamps,
 # TTLs and local deletion/expiration times before it sends the mutation; a hint replays
 # the same bytes), so equal digests mean equal content and merging a second copy can change
-# nothing: the materializer drops such copies before Python (design §4). A read repair is a
-# mutation of its own, with its own digest. At a fixed offset, so Spark reads it as
-# substring(value, 2, 16) without decoding anything.
+# nothing: a partition store drops such copies before the merge (with the mutation id,
+# below; docs/architecture.md "Partition stores"). A read repair is a mutation of its own,
+# with its own digest. At a fixed offset, so a task reads it without decoding anything.
 # The mutation id: the newest write time of all the records split from one partition update
 # (one table's part of one commit log mutation; 8 bytes, big-endian, sign bit flipped so the
 # bytes sort as the times do), then BLAKE2b-64 of their copy digests in split order. Every

@@ -81,9 +81,9 @@ def main() -> None:
         base = base.secured()
     work = base.state_dir / "demo"
     work.mkdir(parents=True, exist_ok=True)
-    print("== 1. local stack (Kafka + Cassandra with CDC), started from Maven Central jars"
+    print("== 1. local stack: Kafka, and Cassandra with CDC, from Maven Central jars"
           + (", locked (SASL_SSL + ACLs; passwords + TLS)" if locked else ""))
-    stack.up(base)
+    stack.up(base, with_cassandra=False)  # the demo's Cassandra is its own (below)
     BROKER = base
     KAFKA = ({"bootstrap.servers": base.bootstrap_servers} if not locked
              else secure.client_config(base, secure.ADMIN))
@@ -100,7 +100,7 @@ def main() -> None:
         for node in reversed(s.all_nodes()):
             cassandra.shutdown(node, drain=False)
     flag = " --secure" if locked else ""
-    print(f"\nThe stack keeps running: `deploy/local/stack status{flag}`, "
+    print(f"\nKafka keeps running: `deploy/local/stack status{flag}`, "
           f"`deploy/local/stack down{flag}` to stop it.")
 
 

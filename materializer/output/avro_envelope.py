@@ -1,4 +1,4 @@
-"""Change events in the Debezium envelope as Avro (design §3.3).
+"""Change events in the Debezium envelope as Avro (docs/architecture.md "Change events").
 
 The same events as `envelope.EnvelopeWriter`, with the Avro schemas `avro_schema` derives
 from its Connect schemas. Each message is a header from the `SchemaPublisher` (Confluent

@@ -1,4 +1,5 @@
-"""Change events in the Debezium envelope (design §3.3), as Kafka Connect JSON.
+"""Change events in the Debezium envelope, as Kafka Connect JSON (docs/architecture.md
+"Change events").
 
 Value: {before, after, source, op, ts_ms}; key: the primary key columns. With
 `schemas=True` each is wrapped as {"schema": ..., "payload": ...} exactly as Kafka Connect's

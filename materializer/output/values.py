@@ -18,7 +18,8 @@ Except for exact numbers, where that connector loses digits. A decimal (float64 
 12345678901234.56789 arrives as 12345678901234.568) is `decimal` mode "precise" here, as
 Debezium's relational connectors send a decimal of variable scale: an
 `io.debezium.data.VariableScaleDecimal` struct {scale int32, value bytes: the unscaled value,
-two's complement big-endian}, which Debezium's JDBC sink writes as `numeric`; "string" gives
+two's complement big-endian} (a table Debezium's JDBC sink creates gets `double precision`
+for it, docs/connect.md); "string" gives
 its plain text, "double" the float64. A varint is `varint` mode "long" (int64, as there) or
 "string" (exact text; the job's default, events.varint_mode); in "long" mode the envelope
 writers refuse a value beyond 64 bits (the event goes to the dead-letter topic) rather than

@@ -1,4 +1,5 @@
-"""The event rule: which change events one key's records produce (design §4).
+"""The event rule: which change events one key's records produce
+(docs/architecture.md "One mutation, one change").
 
 For each key and micro-batch: first report TTL expiry that happened since the images were
 last evaluated, then apply the records mutation by mutation: bootstrap snapshot records
@@ -18,7 +19,7 @@ formats 1 and 2 group by source host, segment and position. Mutations with the s
 time are concurrent to Cassandra (its tie rules settle them, not their order), so they too
 are one change.
 Limitation: a mutation whose records straddle two micro-batches is compared per part, as
-two changes (not rare when a record limit per batch slices a small topic thin: README).
+two changes (not rare when a record limit per batch slices a small topic thin).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Cassandra's reconciliation rules applied to one partition's state (design §4).
+"""Cassandra's reconciliation rules applied to one partition's state
+(docs/architecture.md "Merge rules").
 
 `apply` folds one RowUpdate (the dict `shared.rowupdate.decode` returns) into a
 PartitionState. The result depends only on the set of records applied, not on their order

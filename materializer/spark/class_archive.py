@@ -7,7 +7,7 @@ one JDK, one class path and one set of JVM flags, so its name carries a digest o
 upgrade makes a new one. One run at a time creates it (a lock file holds its pid): it writes
 `<name>.partial`, and only once its JVM has exited cleanly does the partial become the
 archive (a cut-short archive crashes the JVM that maps it). Runs that find none, or find a
-creator at work, start without one. `spark.class_archive_dir` turns it on (README).
+creator at work, start without one. `spark.class_archive_dir` turns it on (docs/configuration.md).
 """
 
 from __future__ import annotations

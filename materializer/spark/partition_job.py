@@ -340,7 +340,8 @@ def check_start(files: Files, started: bool, partitions: dict[str, int]) -> None
         raise CheckpointRefused(
             f"{where}: this checkpoint was started in the spark state mode (Spark's state "
             "store), which this casscade no longer has; start a new spark.checkpoint with "
-            "kafka.starting_offsets earliest (RUNBOOK \"Upgrading from the spark state mode\")")
+            "kafka.starting_offsets earliest (docs/operations.md \"Upgrading from the "
+            "spark state mode\")")
     text = files.read_text(PARTITIONS_RECORD)
     known = json.loads(text) if text is not None else {}
     grown = {t: (known[t], n) for t, n in partitions.items() if t in known and n != known[t]}
@@ -350,7 +351,8 @@ def check_start(files: Files, started: bool, partitions: dict[str, int]) -> None
             f"written, so their keys moved between partition stores: "
             + ", ".join(f"{t} {a} -> {b}" for t, (a, b) in sorted(grown.items()))
             + "; give every raw topic its new count with `casscade materializer reshard`, "
-            "which moves the stores with their keys (RUNBOOK \"State without shuffles\")")
+            "which moves the stores with their keys (docs/operations.md \"State without "
+            "shuffles\")")
     files.write_text(PARTITIONS_RECORD, json.dumps(known | partitions, sort_keys=True))
 
 

@@ -1,4 +1,5 @@
-"""Split a decoded mutation into single-row RowUpdate records (design §3.1). Pure logic."""
+"""Split a decoded mutation into single-row RowUpdate records (docs/architecture.md
+"Publisher"). Pure logic."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Mutation bytes (messaging version 12 or 13) → PartitionUpdates, rows, cells, markers.
 
 Pure logic, no I/O: `MutationDecoder(schemas).decode(payload, messaging_version)`. The layout
-follows Cassandra's MutationSerializer, PartitionUpdate and UnfilteredSerializer; see
-../shared/docs/commitlog-format.md §4-§7; the small encodings it is built of are in
+follows Cassandra's MutationSerializer, PartitionUpdate and UnfilteredSerializer (their
+sources are the reference); the small encodings it is built of are in
 `primitives` (imported under private aliases: the decoder's locals are named cell,
 clustering, deletion). The hot path is written flat on purpose (local variables, no
 per-field helper objects): it decodes every row of every segment.

@@ -26,7 +26,7 @@ class SchemaSource(Protocol):
 
 
 class FileSchemaSource:
-    """Schemas from a JSON schema file (format in shared/schema.py and the README)."""
+    """Schemas from a JSON schema file (format in shared/schema.py and docs/commitlog-dump.md)."""
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)

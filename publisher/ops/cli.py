@@ -16,7 +16,7 @@ _SET = set_option
 
 @click.group(name="ops")
 def ops() -> None:
-    """Operations helpers for the CDC datacenter (see deploy/RUNBOOK.md)."""
+    """Operations helpers for the CDC datacenter (see docs/operations.md)."""
 
 
 @ops.command()

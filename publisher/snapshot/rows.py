@@ -2,7 +2,7 @@
 
 A snapshot reads each row with `WRITETIME(col)` and `TTL(col)` per column, so the
 materializer merges snapshot and live CDC last-write-wins with real timestamps. What CQL
-cannot show is approximated, and the README says so:
+cannot show is approximated, and docs/operations.md says so:
 * the row's primary-key liveness: its timestamp is the oldest cell write time (a row with
   no regular cells gets the snapshot's own time minus a day, so a later delete wins);
 * non-frozen collections: Cassandra 5.0 gives one write time and TTL per element; a list

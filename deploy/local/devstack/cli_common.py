@@ -29,7 +29,7 @@ SECURE = click.option(
     help="The locked stack beside the open one (state in secure/, Kafka on SASL_SSL "
          "127.0.0.1:9192 with SCRAM users and ACLs, Cassandra with passwords, permissions "
          "and client TLS on 127.0.0.1:9242, the registry on https://127.0.0.1:8185); see "
-         "deploy/RUNBOOK.md, Security.")
+         "docs/security.md.")
 
 
 def run(fn: Callable[..., T], *args: object) -> T:

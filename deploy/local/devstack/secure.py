@@ -95,7 +95,7 @@ def java_client_config(s: StackSettings, user: str) -> dict[str, str]:
 
 def acl_plan(prefix: str) -> dict[str, list[tuple[str, str, str, list[str]]]]:
     """Per user, (resource type, pattern type, name, operations): the least each component
-    needs for the topics under `prefix` (the RUNBOOK's "Security" section lists them)."""
+    needs for the topics under `prefix` (docs/security.md lists them)."""
     raw, schemas = f"{prefix}.raw.", f"{prefix}.schemas"
     return {
         # creates the raw topics and the schema topic, writes both (idempotent producer)
@@ -138,7 +138,7 @@ def grant_acls(s: StackSettings, prefix: str) -> int:
 
 # ---- Cassandra ------------------------------------------------------------------------------
 CASSANDRA_SUPERUSER = "cassandra"  # the role a new node makes, with password "cassandra"
-# Component roles and what they may do (the RUNBOOK's "Security" section).
+# Component roles and what they may do (docs/security.md).
 CASSANDRA_GRANTS = {
     # the agent reads table definitions only
     "publisher": ["GRANT SELECT ON KEYSPACE system_schema TO publisher"],

@@ -52,13 +52,14 @@ def require_bindable(host: str) -> None:
                 f"(sudo ifconfig lo0 alias {host})") from exc
 
 
-def _wanted_ports(s: StackSettings, with_kafka: bool) -> list[tuple[str, str, int]]:
+def _wanted_ports(s: StackSettings, with_kafka: bool, with_cassandra: bool = True
+                  ) -> list[tuple[str, str, int]]:
     """(name, host, port) of everything `up` is about to bind: what is not running yet."""
     wanted = []
     if with_kafka and kafka.running_pid(s) is None:
         wanted += [("kafka", HOST, s.kafka_port),
                    ("kafka-controller", HOST, s.kafka_controller_port)]
-    for node in s.all_nodes():
+    for node in s.all_nodes() if with_cassandra else []:
         if cassandra.running_pid(node) is None:
             n = node.node_index
             wanted += [(f"node {n} CQL", node.host, node.cql_port),
@@ -67,15 +68,17 @@ def _wanted_ports(s: StackSettings, with_kafka: bool) -> list[tuple[str, str, in
     return wanted
 
 
-def up(s: StackSettings, log: Log = print, with_kafka: bool = True) -> UpReport:
+def up(s: StackSettings, log: Log = print, with_kafka: bool = True,
+       with_cassandra: bool = True) -> UpReport:
     """Start whatever of the stack is not running yet (Kafka, then `s.nodes` Cassandra nodes
-    one after another) and wait until each part answers and the ring shows every node UN."""
+    one after another) and wait until each part answers and the ring shows every node UN;
+    `with_cassandra` False: Kafka only (a caller with nodes of its own)."""
     java = artifacts.find_java()
-    for node in s.all_nodes()[1:]:
+    for node in s.all_nodes()[1:] if with_cassandra else []:
         require_bindable(node.host)
     # Check every port we are about to bind before starting anything, so a conflict fails
     # fast and leaves nothing half-started.
-    for name, host, port in _wanted_ports(s, with_kafka):
+    for name, host, port in _wanted_ports(s, with_kafka, with_cassandra):
         require_free_ports({name: port}, host)
     fetch(s, log)
 
@@ -94,13 +97,13 @@ def up(s: StackSettings, log: Log = print, with_kafka: bool = True) -> UpReport:
 
     t_ring = time.monotonic()
     started: list[int] = []
-    seconds: dict[int, float] = {}
+    seconds: dict[int, float] = {1: 0.0}
     version = ""
-    for node in s.all_nodes():
+    for node in s.all_nodes() if with_cassandra else []:
         t0 = time.monotonic()
         version = start_node(node, java, log, started)
         seconds[node.node_index] = time.monotonic() - t0
-    if s.nodes > 1:
+    if s.nodes > 1 and with_cassandra:
         wait_ring(s)
         log(f"ring of {s.nodes} nodes: every node UN after {time.monotonic() - t_ring:.1f}s")
     return UpReport(kafka_started, kafka_s, 1 in started, seconds[1], version, started,
