@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from materializer.handler import STATIC_ONLY_EMIT
+from materializer.key_materializer import STATIC_ONLY_EMIT
 from materializer.output.avro_registry import RegistryAccess
 from materializer.output.values import DECIMAL, MAPS, STRUCTS, VARINT
 from shared.config import read_secret

@@ -223,7 +223,7 @@ def oracle_rows(cql: Any, table: TableSchema, modes: ValueModes = MODES) -> dict
 
 def handler_streams(bootstrap: str, prefix: str, topic: str, batches: list[dict[int, int]]
                     ) -> list[dict[str, list]]:
-    """The events the job's own merge and event rule (KeyHandler, in this process) make of
+    """The events the job's own merge and event rule (KeyMaterializer, in this process) make of
     a raw topic read in micro-batches that end at `batches` (Kafka partition → end offset,
     each batch after the previous): per batch, per key (canonical JSON), its events'
     (op, before, after) in order, tombstones as None. The reference a Spark run is held to
@@ -232,10 +232,10 @@ def handler_streams(bootstrap: str, prefix: str, topic: str, batches: list[dict[
     page size."""
     from collections import defaultdict
 
-    from materializer.handler import EventSettings, KeyHandler, RawRecord
+    from materializer.key_materializer import EventSettings, KeyMaterializer, RawRecord
     from materializer.spark.schema_cache import SchemaCache
 
-    handler = KeyHandler(SchemaCache(bootstrap, f"{prefix}.schemas"), EventSettings(prefix))
+    handler = KeyMaterializer(SchemaCache(bootstrap, f"{prefix}.schemas"), EventSettings(prefix))
     messages = [m for m in read_to_end(bootstrap, topic) if not is_heartbeat(m.value())]
     states: dict[bytes, tuple[bytes | None, str | None]] = {}
     out: list[dict[str, list]] = []

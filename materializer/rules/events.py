@@ -75,7 +75,7 @@ def op_of(before: Image | None, after: Image | None,
     return "u"
 
 
-class KeyProcessor:
+class ChangeDetector:
     """Applies a batch of one partition's records to its state and lists the changes."""
 
     def __init__(self, merger: Merger, has_static: bool, gc_grace_s: int,

@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from materializer.handler import EventSettings, event_topic_of_raw
 from materializer.kafka.changelog import ChangelogJob
+from materializer.key_materializer import EventSettings, event_topic_of_raw
 from materializer.output.avro_registry import OPEN
 from materializer.output.values import ValueModes
 from materializer.settings import MaterializerConfig, SparkSettings
@@ -52,7 +52,7 @@ def raw_topic_pattern(prefix: str) -> str:
 
 
 def event_settings(cfg: MaterializerConfig) -> EventSettings:
-    """The event shape settings the workers' KeyHandler needs."""
+    """The event shape settings the workers' KeyMaterializer needs."""
     e = cfg.events
     return EventSettings(
         topic_prefix=cfg.kafka.topic_prefix, cluster=e.cluster, schemas=e.schemas,

@@ -1,5 +1,5 @@
 """The query, without shuffles: raw topics → mapInArrow over
-KeyHandler, state in a RocksDB per raw topic partition → event topics.
+KeyMaterializer, state in a RocksDB per raw topic partition → event topics.
 
 Why it can do without Spark's state: the raw topics are keyed by partition key, so every
 copy of a key, from every replica's publisher, is in one Kafka partition, which one task of
@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from materializer.handler import EventSettings, KeyHandler, RawRecord, Result
 from materializer.kafka.changelog import ChangelogJob, Changelogs
+from materializer.key_materializer import EventSettings, KeyMaterializer, RawRecord, Result
 from materializer.rules.pages import DEFAULT_PAGE_ROWS
 from materializer.spark.progress import PARTITION_METRICS
 from materializer.store.partition_store import PartitionStore, partition_path
@@ -190,7 +190,7 @@ def _by_partition(cols: dict[str, list[Any]]
     return [(topic, part, *rows) for (topic, part), rows in split.items()]
 
 
-def merge_task(root: Path | None, handler_for: Callable[[], KeyHandler], window_s: int,
+def merge_task(root: Path | None, handler_for: Callable[[], KeyMaterializer], window_s: int,
                changelog: ChangelogJob | None = None
                ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The mapInArrow function: one task's records (one Kafka partition's offset range of
@@ -217,7 +217,7 @@ def merge_task(root: Path | None, handler_for: Callable[[], KeyHandler], window_
     return run
 
 
-def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyHandler, now: int
+def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, now: int
           ) -> Iterator[Any]:
     """Arrow batches of raw records (topic, key, value, partition, offset) → Arrow batches of
     TASK_SCHEMA: the events, then one row of counts; the keys' state in `stores`."""
@@ -287,7 +287,7 @@ def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], schema_topi
 
     from materializer.spark.worker_clients import key_handler
 
-    def handler_for() -> KeyHandler:
+    def handler_for() -> KeyMaterializer:
         return key_handler(kafka, schema_topic, settings, page_rows, made_topics)
 
     if root is not None:

@@ -1,10 +1,10 @@
 """The Kafka clients a Python worker shares across the tasks it runs (Spark reuses
 workers): the schema cache, the event topic creator and the Avro schema publisher, one of
-each per client config, and the KeyHandler made over them."""
+each per client config, and the KeyMaterializer made over them."""
 
 from __future__ import annotations
 
-from materializer.handler import EventSettings, KeyHandler
+from materializer.key_materializer import EventSettings, KeyMaterializer
 from materializer.output.avro_registry import ConfluentRegistry, SchemaPublisher, SchemaTopic
 from materializer.rules.pages import DEFAULT_PAGE_ROWS
 from materializer.spark.schema_cache import SchemaCache
@@ -49,15 +49,15 @@ def _topics(kafka: dict[str, str], settings: EventSettings) -> TopicCreator:
 
 def key_handler(kafka: dict[str, str], schema_topic: str, settings: EventSettings,
                 page_rows: int = DEFAULT_PAGE_ROWS, made: frozenset[str] = frozenset()
-                ) -> KeyHandler:
-    """A KeyHandler over the Python worker's shared schema cache, topic creator and schema
+                ) -> KeyMaterializer:
+    """A KeyMaterializer over the Python worker's shared schema cache, topic creator and schema
     publisher; `made`:
     the event topics the driver made at start, which the worker takes as made (it would
     otherwise read the cluster's whole metadata and probe each one's partitions once per
     table it meets)."""
     creator = _topics(kafka, settings)
     creator.known.update(made)
-    return KeyHandler(_cache(kafka, schema_topic), settings, creator.ensure,
+    return KeyMaterializer(_cache(kafka, schema_topic), settings, creator.ensure,
                       _publisher(kafka, settings), page_rows)
 
 

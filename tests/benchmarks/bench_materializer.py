@@ -1,6 +1,6 @@
 """Materializer throughput and state size.
 
-(a) Engine-free: `KeyHandler.handle` (decode, merge, event rule, JSON envelope) over one
+(a) Engine-free: `KeyMaterializer.handle` (decode, merge, event rule, JSON envelope) over one
     key's records at a time, on one core: the Python ceiling of the job.
 (b) The real Spark job on the local broker, local[1] and local[2]: KEYS partitions x UPDATES
     one-row updates (a 5-column int/text table; BENCH_COLUMNS=10: 10 columns, as for every
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from materializer.handler import EventSettings, KeyHandler, RawRecord
+from materializer.key_materializer import EventSettings, KeyMaterializer, RawRecord
 from materializer.output.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
 from materializer.spark.partition_job import STATE_DIR
 from shared import rowupdate
@@ -98,7 +98,7 @@ class _Schemas:
 
 
 def test_bench_key_handler_one_core() -> None:
-    handler = KeyHandler(_Schemas(), EventSettings("bench", format=FORMAT),
+    handler = KeyMaterializer(_Schemas(), EventSettings("bench", format=FORMAT),
                          schema_publisher=_Headers())
     keys = min(KEYS, 20_000)
     batches = [[_record(TABLE, k, u) for u in range(UPDATES)] for k in range(keys)]
@@ -115,7 +115,7 @@ def test_bench_key_handler_one_core() -> None:
     cpu = time.process_time() - start
     rows = keys * UPDATES
     blob = sum(len(s or b"") for s in states.values()) / keys
-    print(f"\nKeyHandler ({FORMAT} events): {rows:,} row updates ({UPDATES} per key) -> "
+    print(f"\nKeyMaterializer ({FORMAT} events): {rows:,} row updates ({UPDATES} per key) -> "
           f"{events:,} events in "
           f"{cpu:.2f}s CPU = {rows / cpu:,.0f} rows/s on one core; state blob "
           f"{blob:.0f} B/key = {blob * 1e6 / 2**20:,.0f} MB per million keys")
@@ -147,7 +147,7 @@ def test_bench_wide_partition_batch_cost() -> None:
 
     pk = (1).to_bytes(4, "big", signed=True)
     for label, page_rows in (("pages of 256", 256), ("no pages", 10**9)):
-        handler = KeyHandler(One(), EventSettings("bench"), page_rows=page_rows)
+        handler = KeyMaterializer(One(), EventSettings("bench"), page_rows=page_rows)
         for rows in (1_000, 10_000, 50_000):
             pages: dict[int, bytes] = {}
             step = functools.partial(_wide_step, handler, pk, pages)
@@ -167,7 +167,7 @@ def test_bench_wide_partition_batch_cost() -> None:
                   f"{statistics.median(written) / 1024:,.1f} KB")
 
 
-def _wide_step(handler: KeyHandler, pk: bytes, pages: dict[int, bytes],
+def _wide_step(handler: KeyMaterializer, pk: bytes, pages: dict[int, bytes],
                records: list[RawRecord], state: bytes | None) -> tuple[bytes | None, int]:
     """One batch of the wide partition; its page writes applied to `pages`; bytes written."""
     res = handler.handle("b.raw.bench.wide", pk, records, state, None, 1_800_000_000_000,

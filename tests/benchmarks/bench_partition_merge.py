@@ -3,7 +3,7 @@ Spark, no Kafka): the task function's own merge (`partition_job.merge`) over ben
 input, each change three times with different `source` blocks, shuffled, as Arrow batches
 of 10,000 rows (Spark's default spark.sql.execution.arrow.maxRecordsPerBatch), one
 micro-batch of PARTITION_BATCH copies after the other, real RocksDB stores in a temporary
-directory, the real KeyHandler writing JSON (or BENCH_FORMAT=avro) events; BENCH_COLUMNS=10:
+directory, the real KeyMaterializer writing JSON (or BENCH_FORMAT=avro) events; BENCH_COLUMNS=10:
 rows of 10 columns; BENCH_READER=python: the pure-Python RowUpdate reader instead of the
 compiled one.
 
@@ -29,10 +29,10 @@ from bench_materializer import COLUMNS, FORMAT, _Headers, _Schemas
 from bench_rf3 import KEYS, copies
 
 from materializer import handler as handler_module
-from materializer.handler import EventSettings, KeyHandler
+from materializer.key_materializer import EventSettings, KeyMaterializer
 from materializer.output.envelope import EnvelopeWriter
 from materializer.rules import model
-from materializer.rules.events import KeyProcessor
+from materializer.rules.events import ChangeDetector
 from materializer.spark import partition_job
 from materializer.store.partition_store import PartitionStore
 from shared import rowupdate_reader
@@ -105,8 +105,8 @@ def _instrument(clock: PhaseClock, monkeypatch: Any) -> None:
     for cls, name, phase in [
             (PartitionStore, "first_copy", "copy check"), (PartitionStore, "get", "store calls"),
             (PartitionStore, "put", "store calls"), (PartitionStore, "schedule", "store calls"),
-            (PartitionStore, "due", "store calls"), (KeyProcessor, "process", "merge"),
-            (KeyHandler, "_render", "render"), (EnvelopeWriter, "value", "encode"),
+            (PartitionStore, "due", "store calls"), (ChangeDetector, "process", "merge"),
+            (KeyMaterializer, "_render", "render"), (EnvelopeWriter, "value", "encode"),
             (EnvelopeWriter, "key", "encode")]:
         monkeypatch.setattr(cls, name, clock.wrap(phase, getattr(cls, name)))
     monkeypatch.setattr(handler_module, "read_row_update",
@@ -127,7 +127,7 @@ def test_bench_partition_merge_breakdown(tmp_path: Path, monkeypatch: Any) -> No
         settings, publisher = EventSettings("bench"), None
     if os.environ.get("BENCH_READER") == "python":  # the pure-Python RowUpdate reader
         monkeypatch.setattr(rowupdate_reader, "_reader", rowupdate_reader._read)
-    handler = KeyHandler(_Schemas(), settings, schema_publisher=publisher)
+    handler = KeyMaterializer(_Schemas(), settings, schema_publisher=publisher)
     micro = _micro_batches()
     plain, _ = _run(micro, tmp_path / "plain", handler, lambda b: b)  # before the clocks
     clock = PhaseClock()
@@ -148,7 +148,7 @@ def test_bench_partition_merge_breakdown(tmp_path: Path, monkeypatch: Any) -> No
         print(f"  {phase:24s} {secs * 1e6 / changes:6.1f} us per change ({secs / cpu:.0%})")
 
 
-def _run(micro: list[list[pa.RecordBatch]], root: Path, handler: KeyHandler,
+def _run(micro: list[list[pa.RecordBatch]], root: Path, handler: KeyMaterializer,
          wrap: Callable[[pa.RecordBatch], Any]) -> tuple[float, int]:
     """CPU seconds of the merge over every micro-batch (a task each, its own stores under
     `root`), and the events it wrote."""

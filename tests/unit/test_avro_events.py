@@ -16,7 +16,7 @@ import pytest
 from cassandra.util import Duration
 from fastavro import parse_schema, schemaless_writer
 
-from materializer.handler import EventSettings, KeyHandler, RawRecord
+from materializer.key_materializer import EventSettings, KeyMaterializer, RawRecord
 from materializer.output.avro_envelope import decode
 from materializer.output.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
 from materializer.output.avro_schema import avro_name, to_avro_schema, value_converter
@@ -95,7 +95,7 @@ def _delete(ts: int, position: int) -> bytes:
 
 
 def _events(fmt: str, publisher: RecordingPublisher | None) -> list[tuple[str, bytes, Any]]:
-    h = KeyHandler(Schemas(), EventSettings("p", format=fmt), schema_publisher=publisher)
+    h = KeyMaterializer(Schemas(), EventSettings("p", format=fmt), schema_publisher=publisher)
     out, state = [], None
     for batch in ([_insert(1000, 10)], [_insert(2000, 20, "changed")], [_delete(3000, 30)]):
         res = h.handle("p.raw.ks.all-types", struct.pack(">i", 1),
@@ -234,7 +234,7 @@ def _varint_events(fmt: str, mode: str, values: list[int]) -> list[tuple[str, An
             return VARINT
 
     publisher = RecordingPublisher()
-    h = KeyHandler(One(), EventSettings("p", format=fmt, modes=ValueModes(varint=mode),
+    h = KeyMaterializer(One(), EventSettings("p", format=fmt, modes=ValueModes(varint=mode),
                                          tombstones=False),
                    schema_publisher=publisher)
     out = []

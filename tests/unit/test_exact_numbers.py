@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from materializer.handler import EventSettings, KeyHandler, RawRecord
+from materializer.key_materializer import EventSettings, KeyMaterializer, RawRecord
 from materializer.output.envelope import EnvelopeWriter
 from materializer.output.values import ValueModes, to_connect, unscaled_bytes
 from shared import codec, rowupdate
@@ -86,7 +86,7 @@ def _event(d: Decimal, v: int, varint_mode: str = "long") -> bytes | None:
         def get(self, _h: str) -> TableSchema:
             return TABLE
 
-    h = KeyHandler(One(), EventSettings("p", modes=ValueModes(varint=varint_mode),
+    h = KeyMaterializer(One(), EventSettings("p", modes=ValueModes(varint=varint_mode),
                                         tombstones=False))
     cells = [{"column": c, "path": None, "value": codec.encode_value(TABLE.column(c).type, x),
               "timestamp": 5, "ttl": 0, "local_deletion_time": None, "tombstone": False}

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from materializer.rules.clustering import ClusteringOrder
-from materializer.rules.events import KeyProcessor, op_of
+from materializer.rules.events import ChangeDetector, op_of
 from materializer.rules.image import partition_images, purge
 from materializer.rules.merge import Merger, merge_counter_contexts, reconcile
 from materializer.rules.model import STATE_FORMAT, PartitionState
@@ -190,7 +190,7 @@ def test_visible_rows_equal_the_reference_evaluation(records: list) -> None:
 def test_events_do_not_depend_on_arrival_order_within_a_batch(records: list,
                                                               rnd: random.Random) -> None:
     def events(recs: list) -> list:
-        proc = KeyProcessor(Merger(ORDER), has_static=True, gc_grace_s=10**6)
+        proc = ChangeDetector(Merger(ORDER), has_static=True, gc_grace_s=10**6)
         raw = [(r, repr(sorted(r.items())).encode()) for r in recs]
         return [(c.op, c.clustering, c.before, c.after)
                 for c in proc.process(PartitionState(), raw, NOW)]
@@ -203,7 +203,7 @@ def test_events_do_not_depend_on_arrival_order_within_a_batch(records: list,
 @settings(max_examples=200, deadline=None)
 @given(st.lists(record_st(), max_size=10), st.integers(1, 4))
 def test_replaying_the_events_rebuilds_the_visible_rows(records: list, batches: int) -> None:
-    proc = KeyProcessor(Merger(ORDER), has_static=True, gc_grace_s=10**6)
+    proc = ChangeDetector(Merger(ORDER), has_static=True, gc_grace_s=10**6)
     state, seen = PartitionState(), {}
     size = max(1, len(records) // batches)
     for i in range(0, len(records), size):
@@ -242,7 +242,7 @@ def test_counter_contexts_merge_by_shard_clock() -> None:
 
 
 def test_partition_deletion_deletes_every_live_row_then_a_newer_insert_comes_back() -> None:
-    proc = KeyProcessor(Merger(ORDER), has_static=False, gc_grace_s=100)
+    proc = ChangeDetector(Merger(ORDER), has_static=False, gc_grace_s=100)
     state = PartitionState()
     rows = [(record("ROW", (i32(i),), liveness={"timestamp": 1, "ttl": 0,
                                                   "local_expiration_time": None},
@@ -264,7 +264,7 @@ def test_partition_deletion_deletes_every_live_row_then_a_newer_insert_comes_bac
 
 
 def test_ttl_expiry_is_reported_when_the_key_is_next_evaluated() -> None:
-    proc = KeyProcessor(Merger(ORDER), has_static=False, gc_grace_s=100)
+    proc = ChangeDetector(Merger(ORDER), has_static=False, gc_grace_s=100)
     state = PartitionState()
     rec = record("ROW", (i32(1),), cells=[cell("a", 1, i32(1)),
                                           cell("b", 1, b"", i32(4), 10, NOW + 10)])

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from test_merge_rules import NOW, ORDER, record_st
 from test_pages import Paged
 
-from materializer.handler import EventSettings, KeyHandler, RawRecord
-from materializer.rules.events import KeyProcessor, op_of
+from materializer.key_materializer import EventSettings, KeyMaterializer, RawRecord
+from materializer.rules.events import ChangeDetector, op_of
 from materializer.rules.image import partition_images
 from materializer.rules.merge import Merger
 from materializer.rules.model import PartitionState
@@ -83,7 +83,7 @@ def mutation(position: int, *bodies: dict[str, Any], host: str = HOSTS[0],
         for i, b in enumerate(bodies)])
 
 
-def run(h: KeyHandler, values: list[bytes], state: bytes | None = None
+def run(h: KeyMaterializer, values: list[bytes], state: bytes | None = None
         ) -> tuple[list[tuple[dict, str, dict | None, dict | None]], bytes | None]:
     """One micro-batch of partition 2: (key, op, before, after) per event, and the state."""
     res = h.handle("p.raw.ks.t", i32(2), [RawRecord(v, 0, i) for i, v in enumerate(values)],
@@ -96,8 +96,8 @@ def run(h: KeyHandler, values: list[bytes], state: bytes | None = None
     return events, res.state
 
 
-def handler() -> KeyHandler:
-    return KeyHandler(Registry(), EventSettings("p", tombstones=False))
+def handler() -> KeyMaterializer:
+    return KeyMaterializer(Registry(), EventSettings("p", tombstones=False))
 
 
 def row(c: int | None, s: str | None = None, v: str | None = None) -> dict[str, Any]:
@@ -201,7 +201,7 @@ def test_a_row_deleted_and_another_inserted_in_one_batch_shows_no_static_only_ro
 
 
 def test_the_cause_is_the_rows_own_record() -> None:
-    proc = KeyProcessor(Merger(ORDER), has_static=True, gc_grace_s=10**6)
+    proc = ChangeDetector(Merger(ORDER), has_static=True, gc_grace_s=10**6)
     static, new_row = (rowupdate.decode(r) for r in mutation(10, *INSERT))
     # (the row's clustering is in test_merge_rules' table: an int, as here)
     (change,) = proc.process(PartitionState(), [(static, b"a"), (new_row, b"b")], NOW)
@@ -246,7 +246,7 @@ def flat(copies: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return [r for records in copies for r in records]
 
 
-def changes(proc: KeyProcessor, state: PartitionState, records: list[dict[str, Any]],
+def changes(proc: ChangeDetector, state: PartitionState, records: list[dict[str, Any]],
             now: int = NOW) -> list:
     return proc.process(state, [(r, repr(sorted(r.items())).encode()) for r in records], now)
 
@@ -255,7 +255,7 @@ def changes(proc: KeyProcessor, state: PartitionState, records: list[dict[str, A
 @given(mutations_st(), st.integers(1, 3), st.integers(1, 4), st.randoms(use_true_random=False))
 def test_one_mutation_changes_a_row_at_most_once_and_replay_rebuilds_the_rows(
         mutations: list, hosts: int, batches: int, rnd: random.Random) -> None:
-    proc = KeyProcessor(Merger(ORDER), has_static=True, gc_grace_s=10**6)
+    proc = ChangeDetector(Merger(ORDER), has_static=True, gc_grace_s=10**6)
     copies = deliver(mutations, hosts)
     rnd.shuffle(copies)
     state, seen, per_mutation = PartitionState(), {}, set()
@@ -282,7 +282,7 @@ def test_one_mutation_changes_a_row_at_most_once_and_replay_rebuilds_the_rows(
 def test_replica_copies_in_one_batch_give_the_events_of_one_copy(mutations: list,
                                                                  rnd: random.Random) -> None:
     def events(records: list) -> list:
-        proc = KeyProcessor(Merger(ORDER), has_static=True, gc_grace_s=10**6)
+        proc = ChangeDetector(Merger(ORDER), has_static=True, gc_grace_s=10**6)
         return [(c.op, c.clustering, c.before, c.after, c.ts_us)
                 for c in changes(proc, PartitionState(), records)]
 
@@ -324,7 +324,7 @@ def test_each_record_kept_from_any_replica_gives_the_events_of_one_copy(
     first to arrive, so a mutation's records may each come from another replica. The events
     are those of one replica's copy, in any order within the batch."""
     def events(items: list) -> list:
-        proc = KeyProcessor(Merger(ORDER), has_static=True, gc_grace_s=10**6)
+        proc = ChangeDetector(Merger(ORDER), has_static=True, gc_grace_s=10**6)
         return [(c.op, c.clustering, c.before, c.after, c.ts_us)
                 for c in proc.process(PartitionState(), items, NOW)]
 

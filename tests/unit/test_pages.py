@@ -9,15 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_merge_rules import NOW, ORDER, TABLE, cell, i32, record, record_st
 
-from materializer.rules.events import KeyProcessor
+from materializer.rules.events import ChangeDetector
 from materializer.rules.image import partition_images
 from materializer.rules.merge import Merger
 from materializer.rules.model import PartitionState, rows_from_bytes
 from materializer.rules.pages import attach, pages_to_load, store
 
 
-def processor() -> KeyProcessor:
-    return KeyProcessor(Merger(ORDER), any(c.kind == "static" for c in TABLE.columns), 3600)
+def detector() -> ChangeDetector:
+    return ChangeDetector(Merger(ORDER), any(c.kind == "static" for c in TABLE.columns), 3600)
 
 
 class Paged:
@@ -34,7 +34,7 @@ class Paged:
         state = PartitionState.loads(self.entry) if self.entry else PartitionState()
         self.loaded = pages_to_load(state, records or [], now_s, ORDER)
         attach(state, self.loaded, [self.pages.get(p) for p in self.loaded], "test")
-        proc = processor()
+        proc = detector()
         changes = (proc.expire(state, now_s) if records is None
                    else proc.process(state, [(r, repr(r).encode()) for r in records], now_s))
         self.entry, writes = store(state, ORDER, now_s, self.page_rows)

@@ -15,7 +15,7 @@ from decimal import Decimal
 
 import pytest
 
-from materializer.handler import EventSettings, KeyHandler, RawRecord
+from materializer.key_materializer import EventSettings, KeyMaterializer, RawRecord
 from materializer.output.values import ValueModes, connect_schema, to_connect
 from shared import codec, rowupdate
 from shared.cqltype import parse_cql_type
@@ -70,7 +70,7 @@ def _static_write(static_only_rows: str) -> list[tuple[str, bytes | None, bytes 
         def get(self, _h: str) -> TableSchema:
             return TABLE
 
-    h = KeyHandler(One(), EventSettings("p", static_only_rows=static_only_rows,
+    h = KeyMaterializer(One(), EventSettings("p", static_only_rows=static_only_rows,
                                         tombstones=False))
     rec = rowupdate.encode({
         "table_id": TABLE.id.bytes, "keyspace": "ks", "table": "s",

@@ -21,7 +21,7 @@ from materializer.output.avro_registry import OPEN, RegistryAccess, SchemaPublis
 from materializer.output.envelope import EnvelopeWriter, dumps
 from materializer.output.values import MODES, ValueModes
 from materializer.rules.clustering import ClusteringOrder
-from materializer.rules.events import Change, KeyProcessor, from_snapshot
+from materializer.rules.events import Change, ChangeDetector, from_snapshot
 from materializer.rules.image import STATIC_ONLY, VisibleForm
 from materializer.rules.merge import Merger
 from materializer.rules.model import PartitionState
@@ -129,7 +129,7 @@ class _TableVersion:
         counters = frozenset(c.name for c in table.columns if c.type.name == "counter")
         lists = frozenset(c.name for c in table.columns
                           if c.type.name == "list" and c.type.is_multicell)
-        self.processor = KeyProcessor(Merger(order, counters),
+        self.detector = ChangeDetector(Merger(order, counters),
                                       any(c.kind == "static" for c in table.columns),
                                       table.gc_grace_seconds, dropped,
                                       VisibleForm(lists, counters))
@@ -147,7 +147,7 @@ class _TableVersion:
                                  and bool(table.clustering))
 
 
-class KeyHandler:
+class KeyMaterializer:
     """Applies one partition key's records and renders its change events."""
 
     def __init__(self, schemas: Schemas, settings: EventSettings,
@@ -215,7 +215,7 @@ class KeyHandler:
         state = PartitionState.loads(state_blob) if state_blob else PartitionState()
         self._load_pages(version, topic, partition_key, state, [r for r, _ in decoded], now_ms,
                          read_pages)
-        changes = version.processor.process(state, decoded, now_ms // 1000)
+        changes = version.detector.process(state, decoded, now_ms // 1000)
         self._render(version, partition_key, changes, now_ms, result)
         return self._finish(version, state, schema_hash, now_ms, result)
 
@@ -228,7 +228,7 @@ class KeyHandler:
         version = self._version(schema_hash)
         state = PartitionState.loads(state_blob)
         self._load_pages(version, topic, partition_key, state, [], now_ms, read_pages)
-        changes = version.processor.expire(state, now_ms // 1000)
+        changes = version.detector.expire(state, now_ms // 1000)
         self._render(version, partition_key, changes, now_ms, result)
         return self._finish(version, state, schema_hash, now_ms, result)
 
@@ -241,13 +241,13 @@ class KeyHandler:
         where = f"{topic} key {partition_key.hex()}"
         if read_pages is None:
             raise ValueError(f"{where}: the state has pages but no page source was given")
-        need = pages_to_load(state, records, now_ms // 1000, version.processor.merger.order)
+        need = pages_to_load(state, records, now_ms // 1000, version.detector.merger.order)
         attach(state, need, read_pages(need) if need else [], where)
 
     def _finish(self, version: _TableVersion, state: PartitionState, schema_hash: str,
                 now_ms: int, result: Result) -> Result:
         result.schema_hash = schema_hash
-        result.state, result.pages = store(state, version.processor.merger.order,
+        result.state, result.pages = store(state, version.detector.merger.order,
                                            now_ms // 1000, self.page_rows)
         result.next_timer_ms = None if state.next_expiry is None else state.next_expiry * 1000
         return result
