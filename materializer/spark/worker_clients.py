@@ -11,7 +11,7 @@ from materializer.spark.schema_cache import SchemaCache
 from shared.kafka_topics import TopicCreator
 
 _CACHES: dict[tuple[str, str], SchemaCache] = {}
-_TOPICS: dict[str, TopicCreator] = {}
+_TOPICS: dict[tuple[tuple[str, str], ...], TopicCreator] = {}
 _PUBLISHERS: dict[tuple[str, str], SchemaPublisher] = {}
 
 
