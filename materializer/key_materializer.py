@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from materializer.output.avro_envelope import AvroEnvelopeWriter
-from materializer.output.avro_registry import OPEN, RegistryAccess, SchemaPublisher
+from materializer.output.avro_registry import SchemaPublisher
 from materializer.output.envelope import EnvelopeWriter, dumps
-from materializer.output.values import MODES, ValueModes
+from materializer.output.event_settings import EventSettings
 from materializer.rules.clustering import ClusteringOrder
 from materializer.rules.events import Change, ChangeDetector, from_snapshot
 from materializer.rules.image import STATIC_ONLY, VisibleForm
@@ -41,48 +41,6 @@ class Schemas(Protocol):
     """Resolves a RowUpdate's schema hash (materializer.spark.schema_cache.SchemaCache)."""
 
     def get(self, schema_hash: str) -> TableSchema: ...
-
-
-STATIC_ONLY_MODES = ("emit", "skip")
-STATIC_ONLY_EMIT = STATIC_ONLY_MODES[0]
-
-
-@dataclass(frozen=True)
-class EventSettings:
-    """How events are named and shaped."""
-
-    topic_prefix: str = "casscade"
-    cluster: str = "casscade"  # source.name in every event
-    schemas: bool = False  # JsonConverter schemas.enable
-    tombstones: bool = True  # a null-valued record after each delete (log compaction)
-    dead_letter_topic: str | None = None  # default <prefix>.materializer.dead-letter
-    partitions: int = 6  # of each event topic the job creates
-    replication_factor: int = 1
-    format: str = "json"  # json (Kafka Connect JsonConverter shape) or avro
-    schema_registry_url: str | None = None  # avro: Confluent wire format via this registry
-    schema_registry: RegistryAccess = OPEN  # its CA and credentials
-    avro_schema_topic: str | None = None  # avro without registry: default <prefix>.avro-schemas
-    modes: ValueModes = MODES  # varint, decimal and struct forms (output.values)
-    # emit: a partition with static data and no rows is a row with null clustering columns,
-    # as SELECT shows it; skip: no events for it (a relational sink's primary key is NOT NULL)
-    static_only_rows: str = STATIC_ONLY_EMIT
-
-    def __post_init__(self) -> None:
-        if self.format not in ("json", "avro"):
-            raise ValueError(f"events.format must be json or avro, not {self.format!r}")
-        if self.static_only_rows not in STATIC_ONLY_MODES:
-            raise ValueError(f"events.static_only_rows must be one of "
-                             f"{', '.join(STATIC_ONLY_MODES)}, not {self.static_only_rows!r}")
-
-    @property
-    def dlq(self) -> str:
-        """The dead-letter topic."""
-        return self.dead_letter_topic or f"{self.topic_prefix}.materializer.dead-letter"
-
-    @property
-    def avro_schemas(self) -> str:
-        """The topic Avro schemas go to when no registry is configured."""
-        return self.avro_schema_topic or f"{self.topic_prefix}.avro-schemas"
 
 
 def event_topic(prefix: str, keyspace: str, table: str) -> str:
@@ -122,7 +80,7 @@ class Result:
 class _TableVersion:
     """Everything derived from one schema version."""
 
-    def __init__(self, table: TableSchema, settings: EventSettings,
+    def __init__(self, table: TableSchema, settings: EventSettings, prefix: str,
                  publisher: SchemaPublisher | None, dropped: dict[str, int]) -> None:
         self.table = table
         order = ClusteringOrder(table)
@@ -133,15 +91,15 @@ class _TableVersion:
                                       any(c.kind == "static" for c in table.columns),
                                       table.gc_grace_seconds, dropped,
                                       VisibleForm(lists, counters))
-        self.topic = event_topic(settings.topic_prefix, table.keyspace, table.table)
+        self.topic = event_topic(prefix, table.keyspace, table.table)
+        modes = settings.modes
         if settings.format == "avro":
             if publisher is None:
                 raise ValueError("events.format avro needs a schema publisher")
             self.writer = AvroEnvelopeWriter(table, settings.cluster, self.topic, publisher,
-                                             settings.modes)
+                                             modes)
         else:
-            self.writer = EnvelopeWriter(table, settings.cluster, settings.schemas,
-                                         settings.modes)
+            self.writer = EnvelopeWriter(table, settings.cluster, settings.schemas, modes)
         # skip static-only rows: only a table with clustering columns has them
         self.skip_static_only = (settings.static_only_rows == "skip"
                                  and bool(table.clustering))
@@ -150,7 +108,7 @@ class _TableVersion:
 class KeyMaterializer:
     """Applies one partition key's records and renders its change events."""
 
-    def __init__(self, schemas: Schemas, settings: EventSettings,
+    def __init__(self, schemas: Schemas, settings: EventSettings, topic_prefix: str,
                  ensure_topic: Callable[[str], None] = lambda _topic: None,
                  schema_publisher: SchemaPublisher | None = None,
                  page_rows: int = DEFAULT_PAGE_ROWS) -> None:
@@ -158,6 +116,8 @@ class KeyMaterializer:
             raise ValueError(f"page_rows must be at least 1, not {page_rows}")
         self.schemas = schemas
         self.settings = settings
+        self.topic_prefix = topic_prefix  # events go to <prefix>.<keyspace>.<table>
+        self.dead_letters = settings.dead_letters(topic_prefix)
         self.page_rows = page_rows  # rows per page of a wide partition (materializer.rules.pages)
         self.ensure_topic = ensure_topic  # creates an output topic before its first event
         self.schema_publisher = schema_publisher  # Avro schemas (events.format avro)
@@ -176,7 +136,8 @@ class KeyMaterializer:
                 if c.dropped_time_us is not None:
                     dropped[c.name] = max(dropped.get(c.name, c.dropped_time_us),
                                           c.dropped_time_us)
-            v = _TableVersion(table, self.settings, self.schema_publisher, dropped)
+            v = _TableVersion(table, self.settings, self.topic_prefix, self.schema_publisher,
+                              dropped)
             self.ensure_topic(v.topic)
             self._versions[schema_hash] = v
         return v
@@ -306,8 +267,8 @@ class KeyMaterializer:
     def _to_dlq(self, what: str, key: bytes, where: dict[str, Any], exc: Exception,
                 **payload: Any) -> tuple[str, bytes | None, bytes | None]:
         """A dead-letter record: where it came from, the error, and what could not go on."""
-        self.ensure_topic(self.settings.dlq)
+        self.ensure_topic(self.dead_letters)
         log.error(f"{what}; sent to the dead-letter topic",
-                  extra=where | {"error": str(exc), "dead_letter_topic": self.settings.dlq})
+                  extra=where | {"error": str(exc), "dead_letter_topic": self.dead_letters})
         body = where | {"error": f"{type(exc).__name__}: {exc}"} | payload
-        return self.settings.dlq, key, dumps(body)
+        return self.dead_letters, key, dumps(body)

@@ -6,10 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from materializer.key_materializer import STATIC_ONLY_EMIT
-from materializer.output.avro_registry import RegistryAccess
-from materializer.output.values import DECIMAL, MAPS, STRUCTS, VARINT
-from shared.config import read_secret
+from materializer.output.event_settings import EventSettings
 from shared.http_server import HttpSettings
 from shared.kafka_security import KafkaSecurity, client_settings
 from shared.logs import LogSettings
@@ -94,65 +91,12 @@ class SparkSettings:
 
 
 @dataclass
-class SchemaRegistrySettings:
-    """The door to events.schema_registry_url: the CA of an https registry, HTTP Basic."""
-
-    ca_file: Path | None = None  # PEM CA of the registry's certificate; unset: the system's
-    username: str | None = None  # HTTP Basic user (Confluent Cloud: the API key)
-    password: str | None = None  # better: CASSCADE_EVENTS__SCHEMA_REGISTRY__PASSWORD ...
-    password_file: Path | None = None  # ... or a file whose first line it is (read at start)
-
-    def access(self) -> RegistryAccess:
-        """The resolved access (the password read now, on the driver)."""
-        return RegistryAccess(None if self.ca_file is None else str(self.ca_file),
-                              self.username,
-                              read_secret(self.password, self.password_file,
-                                          "events.schema_registry.password"))
-
-
-@dataclass
-class EventsSettings:
-    """Shape of the change events."""
-
-    cluster: str = "casscade"  # source.name
-    schemas: bool = False  # JsonConverter schemas.enable envelope
-    tombstones: bool = True  # null-valued record after each d (for log compaction)
-    dead_letter_topic: str | None = None  # default <prefix>.materializer.dead-letter
-    partitions: int = 6  # of each event topic the job creates
-    replication_factor: int = 1
-    format: str = "json"  # json, or avro (materializer.output.avro_writer)
-    # avro: register schemas here and use the Confluent wire format; unset: Avro
-    # single-object encoding, schemas on avro_schema_topic (default <prefix>.avro-schemas)
-    schema_registry_url: str | None = None
-    schema_registry: SchemaRegistrySettings = field(default_factory=SchemaRegistrySettings)
-    avro_schema_topic: str | None = None
-    # string: exact decimal text (the default: varints may exceed 64 bits); long: int64 as
-    # Debezium's Cassandra connector (a value beyond 64 bits goes to the dead-letter topic)
-    varint_mode: str = VARINT
-    # precise: exact, Debezium's VariableScaleDecimal struct {scale, value} (a table the
-    # JDBC sink creates gets double precision for it); string: plain decimal text; double:
-    # float64 (inexact beyond ~16 digits)
-    decimal_mode: str = DECIMAL
-    # struct: a tuple or UDT is a Connect struct (named); json: its JSON text under
-    # io.debezium.data.Json (Debezium's JDBC sink has no column type for a struct; it writes
-    # this as json)
-    struct_mode: str = STRUCTS
-    # map: a Connect map; json: its JSON text under io.debezium.data.Json (Debezium's JDBC
-    # sink writes a map as PostgreSQL hstore: text only, and it failed on random text)
-    map_mode: str = MAPS
-    # emit: a partition with static values and no rows is a row with null clustering
-    # columns, as SELECT shows it; skip: no events for such rows (a relational sink makes
-    # the clustering columns part of a NOT NULL primary key)
-    static_only_rows: str = STATIC_ONLY_EMIT
-
-
-@dataclass
 class MaterializerConfig:
     """Everything `casscade materializer run` needs."""
 
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     spark: SparkSettings = field(default_factory=SparkSettings)
-    events: EventsSettings = field(default_factory=EventsSettings)
+    events: EventSettings = field(default_factory=EventSettings)
     log: LogSettings = field(default_factory=LogSettings)
     # the driver's /metrics, /health, /status; 8001 so it can share a host with an agent
     http: HttpSettings = field(default_factory=lambda: HttpSettings(port=8001))

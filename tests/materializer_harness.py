@@ -232,10 +232,12 @@ def handler_streams(bootstrap: str, prefix: str, topic: str, batches: list[dict[
     page size."""
     from collections import defaultdict
 
-    from materializer.key_materializer import EventSettings, KeyMaterializer, RawRecord
+    from materializer.key_materializer import KeyMaterializer, RawRecord
+    from materializer.output.event_settings import EventSettings
     from materializer.spark.schema_cache import SchemaCache
 
-    handler = KeyMaterializer(SchemaCache(bootstrap, f"{prefix}.schemas"), EventSettings(prefix))
+    handler = KeyMaterializer(SchemaCache(bootstrap, f"{prefix}.schemas"), EventSettings(),
+                              prefix)
     messages = [m for m in read_to_end(bootstrap, topic) if not is_heartbeat(m.value())]
     states: dict[bytes, tuple[bytes | None, str | None]] = {}
     out: list[dict[str, list]] = []

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from materializer.kafka.changelog import ChangelogJob
-from materializer.key_materializer import EventSettings, event_topic_of_raw
-from materializer.output.avro_registry import OPEN
-from materializer.output.values import ValueModes
+from materializer.key_materializer import event_topic_of_raw
+from materializer.output.event_settings import EventSettings
 from materializer.settings import MaterializerConfig, SparkSettings
 from materializer.spark import checkpoint_files, class_archive, partition_job, pyspark_internals
 from shared.kafka_topics import TopicCreator
@@ -52,17 +51,8 @@ def raw_topic_pattern(prefix: str) -> str:
 
 
 def event_settings(cfg: MaterializerConfig) -> EventSettings:
-    """The event shape settings the workers' KeyMaterializer needs."""
-    e = cfg.events
-    return EventSettings(
-        topic_prefix=cfg.kafka.topic_prefix, cluster=e.cluster, schemas=e.schemas,
-        tombstones=e.tombstones, dead_letter_topic=e.dead_letter_topic,
-        partitions=e.partitions, replication_factor=e.replication_factor, format=e.format,
-        schema_registry_url=e.schema_registry_url,
-        schema_registry=e.schema_registry.access() if e.schema_registry_url else OPEN,
-        avro_schema_topic=e.avro_schema_topic,
-        modes=ValueModes(e.varint_mode, e.decimal_mode, e.struct_mode, e.map_mode),
-        static_only_rows=e.static_only_rows)
+    """The event settings for the workers: checked, the registry's password read now."""
+    return cfg.events.resolved()
 
 
 def archive_plan(cfg: MaterializerConfig) -> class_archive.Plan | None:
@@ -220,9 +210,8 @@ def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[s
              and not checkpoint_files.is_uri(cfg.spark.checkpoint))
     root = partition_job.state_root(Path(cfg.spark.checkpoint)) if local else None
     return partition_job.events(
-        read_raw(spark, cfg), root, k.client(),
-        f"{k.topic_prefix}.schemas", event_settings(cfg), cfg.spark.state_page_rows,
-        cfg.spark.dedupe_window_s,
+        read_raw(spark, cfg), root, k.client(), k.topic_prefix, event_settings(cfg),
+        cfg.spark.state_page_rows, cfg.spark.dedupe_window_s,
         cfg.spark.partition_tasks or (spark.sparkContext.defaultParallelism if root else 0),
         changelog, made)
 

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from materializer.kafka.changelog import ChangelogJob, Changelogs
-from materializer.key_materializer import EventSettings, KeyMaterializer, RawRecord, Result
+from materializer.key_materializer import KeyMaterializer, RawRecord, Result
+from materializer.output.event_settings import EventSettings
 from materializer.rules.pages import DEFAULT_PAGE_ROWS
 from materializer.spark.progress import PARTITION_METRICS
 from materializer.store.partition_store import PartitionStore, partition_path
@@ -267,16 +268,16 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
     yield _batch(out)
 
 
-def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], schema_topic: str,
+def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], prefix: str,
            settings: EventSettings, page_rows: int = DEFAULT_PAGE_ROWS, window_s: int = 0,
            tasks: int = 0, changelog: ChangelogJob | None = None,
            made_topics: frozenset[str] = frozenset()) -> DataFrame:
-    """The events (topic, key, value) of `raw` (the Kafka source's rows), with the copy
-    counts as the query's observed metrics METRICS; the stores under `root` (None: in each
-    executor's work directory); `tasks` > 0: the source's partitions (one per raw topic
-    partition with records) coalesced into at most that many tasks; `changelog`: the
-    stores' changelogs (None: local stores only); `made_topics`: the event topics the driver
-    made at start (`worker_clients.key_handler`).
+    """The events (topic, key, value) of `raw` (the Kafka source's rows) under topic prefix
+    `prefix`, with the copy counts as the query's observed metrics METRICS; the stores
+    under `root` (None: in each executor's work directory); `tasks` > 0: the source's
+    partitions (one per raw topic partition with records) coalesced into at most that many
+    tasks; `changelog`: the stores' changelogs (None: local stores only); `made_topics`:
+    the event topics the driver made at start (`worker_clients.key_handler`).
 
     Why coalesce: every task costs the same start (its Python function, Arrow streams, a
     handler) whatever it reads, so 20 tables of 4 partitions each paid it 80 times a
@@ -288,7 +289,7 @@ def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], schema_topi
     from materializer.spark.worker_clients import key_handler
 
     def handler_for() -> KeyMaterializer:
-        return key_handler(kafka, schema_topic, settings, page_rows, made_topics)
+        return key_handler(kafka, prefix, settings, page_rows, made_topics)
 
     if root is not None:
         root.mkdir(parents=True, exist_ok=True)

@@ -4,8 +4,9 @@ each per client config, and the KeyMaterializer made over them."""
 
 from __future__ import annotations
 
-from materializer.key_materializer import EventSettings, KeyMaterializer
+from materializer.key_materializer import KeyMaterializer
 from materializer.output.avro_registry import ConfluentRegistry, SchemaPublisher, SchemaTopic
+from materializer.output.event_settings import EventSettings
 from materializer.rules.pages import DEFAULT_PAGE_ROWS
 from materializer.spark.schema_cache import SchemaCache
 from shared.kafka_topics import TopicCreator
@@ -25,16 +26,18 @@ def _cache(kafka: dict[str, str], topic: str) -> SchemaCache:
     return cache
 
 
-def _publisher(kafka: dict[str, str], settings: EventSettings) -> SchemaPublisher | None:
+def _publisher(kafka: dict[str, str], settings: EventSettings, prefix: str
+               ) -> SchemaPublisher | None:
     if settings.format != "avro":
         return None
-    key = (_conf_key(kafka), settings.schema_registry_url or settings.avro_schemas)
+    key = (_conf_key(kafka), settings.schema_registry_url or settings.avro_schemas(prefix))
     publisher = _PUBLISHERS.get(key)
     if publisher is None:
         publisher = _PUBLISHERS[key] = (
-            ConfluentRegistry(settings.schema_registry_url, settings.schema_registry)
+            ConfluentRegistry(settings.schema_registry_url, settings.schema_registry.access())
             if settings.schema_registry_url
-            else SchemaTopic(kafka, settings.avro_schemas, _topics(kafka, settings).ensure))
+            else SchemaTopic(kafka, settings.avro_schemas(prefix),
+                             _topics(kafka, settings).ensure))
     return publisher
 
 
@@ -47,18 +50,18 @@ def _topics(kafka: dict[str, str], settings: EventSettings) -> TopicCreator:
     return creator
 
 
-def key_handler(kafka: dict[str, str], schema_topic: str, settings: EventSettings,
+def key_handler(kafka: dict[str, str], prefix: str, settings: EventSettings,
                 page_rows: int = DEFAULT_PAGE_ROWS, made: frozenset[str] = frozenset()
                 ) -> KeyMaterializer:
-    """A KeyMaterializer over the Python worker's shared schema cache, topic creator and schema
-    publisher; `made`:
-    the event topics the driver made at start, which the worker takes as made (it would
+    """A KeyMaterializer of topic prefix `prefix` over the Python worker's shared schema
+    cache, topic creator and schema publisher; `settings`: a `resolved` copy; `made`: the
+    event topics the driver made at start, which the worker takes as made (it would
     otherwise read the cluster's whole metadata and probe each one's partitions once per
     table it meets)."""
     creator = _topics(kafka, settings)
     creator.known.update(made)
-    return KeyMaterializer(_cache(kafka, schema_topic), settings, creator.ensure,
-                      _publisher(kafka, settings), page_rows)
+    return KeyMaterializer(_cache(kafka, f"{prefix}.schemas"), settings, prefix,
+                           creator.ensure, _publisher(kafka, settings, prefix), page_rows)
 
 
 def _conf_key(kafka: dict[str, str]) -> tuple[tuple[str, str], ...]:

@@ -28,8 +28,9 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from materializer.key_materializer import EventSettings, KeyMaterializer, RawRecord
+from materializer.key_materializer import KeyMaterializer, RawRecord
 from materializer.output.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
+from materializer.output.event_settings import EventSettings
 from materializer.spark.partition_job import STATE_DIR
 from shared import rowupdate
 from shared.kafka_topics import TopicCreator
@@ -98,7 +99,7 @@ class _Schemas:
 
 
 def test_bench_key_handler_one_core() -> None:
-    handler = KeyMaterializer(_Schemas(), EventSettings("bench", format=FORMAT),
+    handler = KeyMaterializer(_Schemas(), EventSettings(format=FORMAT), "bench",
                          schema_publisher=_Headers())
     keys = min(KEYS, 20_000)
     batches = [[_record(TABLE, k, u) for u in range(UPDATES)] for k in range(keys)]
@@ -147,7 +148,7 @@ def test_bench_wide_partition_batch_cost() -> None:
 
     pk = (1).to_bytes(4, "big", signed=True)
     for label, page_rows in (("pages of 256", 256), ("no pages", 10**9)):
-        handler = KeyMaterializer(One(), EventSettings("bench"), page_rows=page_rows)
+        handler = KeyMaterializer(One(), EventSettings(), "bench", page_rows=page_rows)
         for rows in (1_000, 10_000, 50_000):
             pages: dict[int, bytes] = {}
             step = functools.partial(_wide_step, handler, pk, pages)

@@ -29,8 +29,9 @@ from bench_materializer import COLUMNS, FORMAT, _Headers, _Schemas
 from bench_rf3 import KEYS, copies
 
 from materializer import handler as handler_module
-from materializer.key_materializer import EventSettings, KeyMaterializer
+from materializer.key_materializer import KeyMaterializer
 from materializer.output.envelope import EnvelopeWriter
+from materializer.output.event_settings import EventSettings
 from materializer.rules import model
 from materializer.rules.events import ChangeDetector
 from materializer.spark import partition_job
@@ -122,12 +123,12 @@ def _instrument(clock: PhaseClock, monkeypatch: Any) -> None:
 def test_bench_partition_merge_breakdown(tmp_path: Path, monkeypatch: Any) -> None:
     """Changes/s on one core of the partition merge, and its cost per change by phase."""
     if FORMAT == "avro":
-        settings, publisher = EventSettings("bench", format="avro"), _Headers()
+        settings, publisher = EventSettings(format="avro"), _Headers()
     else:
-        settings, publisher = EventSettings("bench"), None
+        settings, publisher = EventSettings(), None
     if os.environ.get("BENCH_READER") == "python":  # the pure-Python RowUpdate reader
         monkeypatch.setattr(rowupdate_reader, "_reader", rowupdate_reader._read)
-    handler = KeyMaterializer(_Schemas(), settings, schema_publisher=publisher)
+    handler = KeyMaterializer(_Schemas(), settings, "bench", schema_publisher=publisher)
     micro = _micro_batches()
     plain, _ = _run(micro, tmp_path / "plain", handler, lambda b: b)  # before the clocks
     clock = PhaseClock()

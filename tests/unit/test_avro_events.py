@@ -16,11 +16,11 @@ import pytest
 from cassandra.util import Duration
 from fastavro import parse_schema, schemaless_writer
 
-from materializer.key_materializer import EventSettings, KeyMaterializer, RawRecord
+from materializer.key_materializer import KeyMaterializer, RawRecord
 from materializer.output.avro_envelope import decode
 from materializer.output.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
 from materializer.output.avro_schema import avro_name, to_avro_schema, value_converter
-from materializer.output.values import ValueModes
+from materializer.output.event_settings import EventSettings
 from shared import codec, rowupdate
 from shared.schema import TableSchema, table_from_json
 
@@ -95,7 +95,7 @@ def _delete(ts: int, position: int) -> bytes:
 
 
 def _events(fmt: str, publisher: RecordingPublisher | None) -> list[tuple[str, bytes, Any]]:
-    h = KeyMaterializer(Schemas(), EventSettings("p", format=fmt), schema_publisher=publisher)
+    h = KeyMaterializer(Schemas(), EventSettings(format=fmt), "p", schema_publisher=publisher)
     out, state = [], None
     for batch in ([_insert(1000, 10)], [_insert(2000, 20, "changed")], [_delete(3000, 30)]):
         res = h.handle("p.raw.ks.all-types", struct.pack(">i", 1),
@@ -219,7 +219,7 @@ def test_value_converter_is_free_without_non_string_map_keys() -> None:
 
 def test_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match=r"events\.format"):
-        EventSettings("p", format="protobuf")
+        EventSettings(format="protobuf")
 
 
 VARINT = table_from_json({
@@ -234,8 +234,8 @@ def _varint_events(fmt: str, mode: str, values: list[int]) -> list[tuple[str, An
             return VARINT
 
     publisher = RecordingPublisher()
-    h = KeyMaterializer(One(), EventSettings("p", format=fmt, modes=ValueModes(varint=mode),
-                                         tombstones=False),
+    h = KeyMaterializer(One(), EventSettings(format=fmt, varint_mode=mode,
+                                         tombstones=False), "p",
                    schema_publisher=publisher)
     out = []
     for k, v in enumerate(values):

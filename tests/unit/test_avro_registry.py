@@ -149,3 +149,25 @@ def test_registry_settings_read_the_password_and_never_print_it(tmp_path) -> Non
                 env={"CASSCADE_EVENTS__SCHEMA_REGISTRY__PASSWORD": "hunter2"})
     with pytest.raises(ConfigError, match=r"events\.schema_registry\.password and"):
         both.events.schema_registry.access()
+
+
+def test_the_workers_copy_holds_the_password_read_on_the_driver(tmp_path) -> None:
+    secret = tmp_path / "registry.password"
+    secret.write_text("s3cret\n")
+    cfg = load(MaterializerConfig, None, ["events.format=avro",
+                                          "events.schema_registry_url=https://r:8081",
+                                          f"events.schema_registry.password_file={secret}"],
+               env={})
+    shipped = cfg.events.resolved()
+    secret.unlink()  # a worker's host has no such file
+    assert shipped.schema_registry.password_file is None
+    assert shipped.schema_registry.access().password == "s3cret"
+    assert "s3cret" not in repr(shipped)
+    assert cfg.events.schema_registry.password is None  # the config itself is untouched
+
+
+def test_a_bad_event_setting_is_refused_when_the_config_loads() -> None:
+    with pytest.raises(ValueError, match=r"events\.varint_mode must be one of"):
+        load(MaterializerConfig, None, ["events.varint_mode=huge"], env={})
+    with pytest.raises(ValueError, match=r"events\.format must be one of json, avro"):
+        load(MaterializerConfig, None, ["events.format=protobuf"], env={})

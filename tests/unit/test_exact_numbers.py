@@ -19,8 +19,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from materializer.key_materializer import EventSettings, KeyMaterializer, RawRecord
+from materializer.key_materializer import KeyMaterializer, RawRecord
 from materializer.output.envelope import EnvelopeWriter
+from materializer.output.event_settings import EventSettings
 from materializer.output.values import ValueModes, to_connect, unscaled_bytes
 from shared import codec, rowupdate
 from shared.cqltype import parse_cql_type
@@ -86,8 +87,8 @@ def _event(d: Decimal, v: int, varint_mode: str = "long") -> bytes | None:
         def get(self, _h: str) -> TableSchema:
             return TABLE
 
-    h = KeyMaterializer(One(), EventSettings("p", modes=ValueModes(varint=varint_mode),
-                                        tombstones=False))
+    h = KeyMaterializer(One(), EventSettings(varint_mode=varint_mode,
+                                        tombstones=False), "p")
     cells = [{"column": c, "path": None, "value": codec.encode_value(TABLE.column(c).type, x),
               "timestamp": 5, "ttl": 0, "local_deletion_time": None, "tombstone": False}
              for c, x in (("d", d), ("v", v))]

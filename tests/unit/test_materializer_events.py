@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from materializer.key_materializer import EventSettings, KeyMaterializer, RawRecord
+from materializer.key_materializer import KeyMaterializer, RawRecord
 from materializer.output.envelope import EnvelopeWriter
+from materializer.output.event_settings import EventSettings
 from materializer.output.values import ValueModes, connect_schema
 from shared import rowupdate
 from shared.cqltype import parse_cql_type
@@ -76,7 +77,7 @@ def run(handler: KeyMaterializer, values: list[bytes], state: bytes | None = Non
 
 
 def test_insert_update_delete_give_c_u_d_with_full_rows() -> None:
-    h = KeyMaterializer(Registry(TABLE), EventSettings("p", cluster="prod"))
+    h = KeyMaterializer(Registry(TABLE), EventSettings(cluster="prod"), "p")
     ins = raw("ROW", [i32(1)], [("qty", None, i32(2)), ("tags", b"red", b"\x01"),
                                 ("at", None, struct.pack(">q", 1_700_000_000_123))],
               1000, 10, liveness=True)
@@ -114,7 +115,7 @@ def test_insert_update_delete_give_c_u_d_with_full_rows() -> None:
 
 
 def test_replica_copies_and_shadowed_writes_give_no_event() -> None:
-    h = KeyMaterializer(Registry(TABLE), EventSettings("p", tombstones=False))
+    h = KeyMaterializer(Registry(TABLE), EventSettings(tombstones=False), "p")
     ins = raw("ROW", [i32(1)], [("qty", None, i32(2))], 1000, 10, liveness=True)
     events, state = run(h, [ins, ins, ins])
     assert [e[2]["op"] for e in events] == ["c"]
@@ -123,14 +124,14 @@ def test_replica_copies_and_shadowed_writes_give_no_event() -> None:
 
 
 def test_snapshot_rows_new_to_the_state_are_reads() -> None:
-    h = KeyMaterializer(Registry(TABLE), EventSettings("p"))
+    h = KeyMaterializer(Registry(TABLE), EventSettings(), "p")
     snap = raw("SNAPSHOT_ROW", [i32(3)], [("qty", None, i32(1))], 1000, 0, liveness=True)
     (_, _, value), = run(h, [snap])[0]
     assert value["op"] == "r" and value["source"]["snapshot"] == "true"
 
 
 def test_bad_records_go_to_the_dead_letter_topic_and_the_rest_flows() -> None:
-    h = KeyMaterializer(Registry(TABLE), EventSettings("p"))
+    h = KeyMaterializer(Registry(TABLE), EventSettings(), "p")
     good = raw("ROW", [i32(1)], [("qty", None, i32(2))], 1000, 10, liveness=True)
     unknown = good.replace(TABLE.schema_hash.encode(), b"0" * 16)
     events, _ = run(h, [b"\x01garbage", good, unknown])
@@ -188,7 +189,7 @@ def test_dropped_column_cells_vanish_and_do_not_come_back_when_readded() -> None
     after_drop = table_from_json(base | {"dropped_columns": [
         {"name": "tags", "kind": "regular", "type": "map<text, blob>",
          "dropped_time": dropped_at}]}, {})
-    h_old, h_new = KeyMaterializer(Registry(TABLE), EventSettings("p", tombstones=False)), None
+    h_old, h_new = KeyMaterializer(Registry(TABLE), EventSettings(tombstones=False), "p"), None
     only_tags = raw("ROW", [i32(2)], [("tags", b"k", b"\x01")], 1000, 10)  # no liveness
     full = raw("ROW", [i32(1)], [("qty", None, i32(1)), ("tags", b"k", b"\x02")], 1000, 11,
                liveness=True)
@@ -202,7 +203,7 @@ def test_dropped_column_cells_vanish_and_do_not_come_back_when_readded() -> None
                          "local_deletion_time": None, "tombstone": False} for c, p, v in cells]
         return rowupdate.encode(rec)
 
-    h_new = KeyMaterializer(Registry(TABLE, after_drop), EventSettings("p", tombstones=False))
+    h_new = KeyMaterializer(Registry(TABLE, after_drop), EventSettings(tombstones=False), "p")
     touch = rewrite(full, after_drop, 6000, [("qty", None, i32(3))])
     events, state = run(h_new, [touch], state)
     # row 2 lived only through the dropped column: gone; row 1 just changes qty
@@ -215,7 +216,7 @@ def test_dropped_column_cells_vanish_and_do_not_come_back_when_readded() -> None
         {"name": "tags", "kind": "regular", "position": -1, "type": "map<text, blob>"}],
         "dropped_columns": [{"name": "tags", "kind": "regular", "type": "map<text, blob>",
                              "dropped_time": dropped_at}]}, {})
-    h_re = KeyMaterializer(Registry(TABLE, after_drop, readded), EventSettings("p"))
+    h_re = KeyMaterializer(Registry(TABLE, after_drop, readded), EventSettings(), "p")
     new_tag = rewrite(full, readded, 7000, [("tags", b"n", b"\x03")])
     events, _ = run(h_re, [only_tags, new_tag], state)
     (_, key, value), = events
@@ -228,7 +229,7 @@ def test_a_late_record_of_an_older_schema_version_does_not_change_the_column_set
     v1 = table_from_json(base | {"altered_at": 100}, {})
     v2 = table_from_json(base | {"altered_at": 200, "columns": base["columns"] + [
         {"name": "extra", "kind": "regular", "position": -1, "type": "text"}]}, {})
-    h = KeyMaterializer(Registry(v1, v2), EventSettings("p", tombstones=False))
+    h = KeyMaterializer(Registry(v1, v2), EventSettings(tombstones=False), "p")
 
     def as_version(value: bytes, table: TableSchema, cells: list, ts: int) -> bytes:
         rec = rowupdate.decode(value)

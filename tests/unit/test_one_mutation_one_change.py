@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from test_merge_rules import NOW, ORDER, record_st
 from test_pages import Paged
 
-from materializer.key_materializer import EventSettings, KeyMaterializer, RawRecord
+from materializer.key_materializer import KeyMaterializer, RawRecord
+from materializer.output.event_settings import EventSettings
 from materializer.rules.events import ChangeDetector, op_of
 from materializer.rules.image import partition_images
 from materializer.rules.merge import Merger
@@ -97,7 +98,7 @@ def run(h: KeyMaterializer, values: list[bytes], state: bytes | None = None
 
 
 def handler() -> KeyMaterializer:
-    return KeyMaterializer(Registry(), EventSettings("p", tombstones=False))
+    return KeyMaterializer(Registry(), EventSettings(tombstones=False), "p")
 
 
 def row(c: int | None, s: str | None = None, v: str | None = None) -> dict[str, Any]:

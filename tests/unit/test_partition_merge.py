@@ -11,7 +11,8 @@ from typing import Any
 import pyarrow as pa
 from test_materializer_events import NOW_MS, TABLE, Registry, i32
 
-from materializer.key_materializer import EventSettings, KeyMaterializer
+from materializer.key_materializer import KeyMaterializer
+from materializer.output.event_settings import EventSettings
 from materializer.spark.partition_job import TaskStores, merge
 from shared import rowupdate
 from shared.heartbeat import Heartbeat, encode_heartbeat
@@ -38,7 +39,7 @@ def _ttl_row(pk: int, qty: int, ts_s: int, ttl_s: int) -> bytes:
 def _run(root: Path, batch: int, now_ms: int, rows: list[tuple[int, bytes]]
          ) -> tuple[list[tuple[int, str]], dict[str, Any]]:
     """One task of micro-batch `batch`: its events as (partition key, op), and its counts."""
-    handler = KeyMaterializer(Registry(TABLE), EventSettings("p"))
+    handler = KeyMaterializer(Registry(TABLE), EventSettings(), "p")
     arrow = pa.RecordBatch.from_pydict(
         {"topic": [TOPIC] * len(rows), "key": [i32(pk) for pk, _ in rows],
          "value": [v for _, v in rows], "partition": [0] * len(rows),
@@ -80,7 +81,7 @@ def test_a_batch_of_two_kafka_partitions_merges_each_in_its_own_store(tmp_path) 
     t0 = NOW_MS // 1000
     rows = [(pk, part, _ttl_row(pk, pk, t0, 0)) for pk, part in ((1, 0), (2, 1), (3, 0))]
     rows += [(pk, part, v) for pk, part, v in rows]  # a second copy of each record
-    handler = KeyMaterializer(Registry(TABLE), EventSettings("p"))
+    handler = KeyMaterializer(Registry(TABLE), EventSettings(), "p")
     arrow = pa.RecordBatch.from_pydict(
         {"topic": [TOPIC] * len(rows), "key": [i32(pk) for pk, _, _ in rows],
          "value": [v for _, _, v in rows], "partition": [p for _, p, _ in rows],

@@ -15,7 +15,8 @@ from decimal import Decimal
 
 import pytest
 
-from materializer.key_materializer import EventSettings, KeyMaterializer, RawRecord
+from materializer.key_materializer import KeyMaterializer, RawRecord
+from materializer.output.event_settings import EventSettings
 from materializer.output.values import ValueModes, connect_schema, to_connect
 from shared import codec, rowupdate
 from shared.cqltype import parse_cql_type
@@ -70,8 +71,8 @@ def _static_write(static_only_rows: str) -> list[tuple[str, bytes | None, bytes 
         def get(self, _h: str) -> TableSchema:
             return TABLE
 
-    h = KeyMaterializer(One(), EventSettings("p", static_only_rows=static_only_rows,
-                                        tombstones=False))
+    h = KeyMaterializer(One(), EventSettings(static_only_rows=static_only_rows,
+                                        tombstones=False), "p")
     rec = rowupdate.encode({
         "table_id": TABLE.id.bytes, "keyspace": "ks", "table": "s",
         "schema_hash": TABLE.schema_hash, "partition_key": struct.pack(">i", 1),
@@ -97,4 +98,4 @@ def test_a_static_only_row_is_an_event_by_default_and_none_when_skipped() -> Non
 
 def test_an_unknown_static_only_mode_is_refused() -> None:
     with pytest.raises(ValueError, match=r"events\.static_only_rows must be one of emit, skip"):
-        EventSettings("p", static_only_rows="drop")
+        EventSettings(static_only_rows="drop")

@@ -1,0 +1,110 @@
+"""The `events` settings: how change events are named, shaped and encoded.
+
+One model for the config file and the workers: the driver reads it from the config, reads
+its secrets once (`resolved`), and ships that copy to every Python worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from materializer.output.avro_registry import RegistryAccess
+from materializer.output.values import DECIMAL, MAPS, STRUCTS, VARINT, ValueModes
+from shared.config import read_secret
+
+STATIC_ONLY_MODES = ("emit", "skip")
+STATIC_ONLY_EMIT = STATIC_ONLY_MODES[0]
+FORMATS = ("json", "avro")
+
+
+@dataclass
+class SchemaRegistrySettings:
+    """The door to events.schema_registry_url: the CA of an https registry, HTTP Basic."""
+
+    ca_file: Path | None = None  # PEM CA of the registry's certificate; unset: the system's
+    username: str | None = None  # HTTP Basic user (Confluent Cloud: the API key)
+    # better: CASSCADE_EVENTS__SCHEMA_REGISTRY__PASSWORD ... (never in a repr: a resolved
+    # copy holds it in clear)
+    password: str | None = field(default=None, repr=False)
+    password_file: Path | None = None  # ... or a file whose first line it is (read at start)
+
+    def access(self) -> RegistryAccess:
+        """The resolved access (the password read now, on the driver)."""
+        return RegistryAccess(None if self.ca_file is None else str(self.ca_file),
+                              self.username,
+                              read_secret(self.password, self.password_file,
+                                          "events.schema_registry.password"))
+
+
+@dataclass
+class EventSettings:
+    """Shape of the change events."""
+
+    cluster: str = "casscade"  # source.name
+    schemas: bool = False  # JsonConverter schemas.enable envelope
+    tombstones: bool = True  # null-valued record after each d (for log compaction)
+    dead_letter_topic: str | None = None  # default <prefix>.materializer.dead-letter
+    partitions: int = 6  # of each event topic the job creates
+    replication_factor: int = 1
+    format: str = "json"  # json, or avro (materializer.output.avro_writer)
+    # avro: register schemas here and use the Confluent wire format; unset: Avro
+    # single-object encoding, schemas on avro_schema_topic (default <prefix>.avro-schemas)
+    schema_registry_url: str | None = None
+    schema_registry: SchemaRegistrySettings = field(default_factory=SchemaRegistrySettings)
+    avro_schema_topic: str | None = None
+    # string: exact decimal text (the default: varints may exceed 64 bits); long: int64 as
+    # Debezium's Cassandra connector (a value beyond 64 bits goes to the dead-letter topic)
+    varint_mode: str = VARINT
+    # precise: exact, Debezium's VariableScaleDecimal struct {scale, value} (a table the
+    # JDBC sink creates gets double precision for it); string: plain decimal text; double:
+    # float64 (inexact beyond ~16 digits)
+    decimal_mode: str = DECIMAL
+    # struct: a tuple or UDT is a Connect struct (named); json: its JSON text under
+    # io.debezium.data.Json (Debezium's JDBC sink has no column type for a struct; it writes
+    # this as json)
+    struct_mode: str = STRUCTS
+    # map: a Connect map; json: its JSON text under io.debezium.data.Json (Debezium's JDBC
+    # sink writes a map as PostgreSQL hstore: text only, and it failed on random text)
+    map_mode: str = MAPS
+    # emit: a partition with static values and no rows is a row with null clustering
+    # columns, as SELECT shows it; skip: no events for such rows (a relational sink makes
+    # the clustering columns part of a NOT NULL primary key)
+    static_only_rows: str = STATIC_ONLY_EMIT
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """A ValueError naming the first setting that holds no allowed value."""
+        if self.format not in FORMATS:
+            raise ValueError(f"events.format must be one of {', '.join(FORMATS)}, "
+                             f"not {self.format!r}")
+        if self.static_only_rows not in STATIC_ONLY_MODES:
+            raise ValueError(f"events.static_only_rows must be one of "
+                             f"{', '.join(STATIC_ONLY_MODES)}, not {self.static_only_rows!r}")
+        _ = self.modes  # ValueModes names a bad mode
+
+    @property
+    def modes(self) -> ValueModes:
+        """The varint, decimal, struct and map forms (materializer.output.values)."""
+        return ValueModes(self.varint_mode, self.decimal_mode, self.struct_mode,
+                          self.map_mode)
+
+    def resolved(self) -> EventSettings:
+        """A copy to ship to the workers: checked, the registry's password read now (on
+        the driver; a worker's host may not have its file)."""
+        self.check()
+        registry = self.schema_registry
+        if self.schema_registry_url and registry.password_file is not None:
+            registry = replace(registry, password=registry.access().password,
+                               password_file=None)
+        return replace(self, schema_registry=registry)
+
+    def dead_letters(self, prefix: str) -> str:
+        """The dead-letter topic under topic prefix `prefix`."""
+        return self.dead_letter_topic or f"{prefix}.materializer.dead-letter"
+
+    def avro_schemas(self, prefix: str) -> str:
+        """The topic Avro schemas go to when no registry is configured."""
+        return self.avro_schema_topic or f"{prefix}.avro-schemas"
