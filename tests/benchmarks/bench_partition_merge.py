@@ -28,7 +28,7 @@ import pyarrow as pa
 from bench_materializer import COLUMNS, FORMAT, _Headers, _Schemas
 from bench_rf3 import KEYS, copies
 
-from materializer import handler as handler_module
+from materializer import key_materializer as handler_module
 from materializer.key_materializer import KeyMaterializer
 from materializer.output.envelope import EnvelopeWriter
 from materializer.output.event_settings import EventSettings
