@@ -49,9 +49,8 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the local property Spark sets for
 METRICS = PARTITION_METRICS  # the name of the query's observed metrics
 # mapInArrow's output: events, plus one row per task (topic null) with its copy counts
 TASK_SCHEMA = ("topic STRING, key BINARY, value BINARY, copies_in LONG, copies_dropped LONG,"
-               " store_keys LONG, stores LONG, stores_restored LONG, writes_restored LONG,"
-               " python_cpu_ms LONG")
-_COUNTS = (None,) * 7  # an event row's count columns
+               " store_keys LONG, stores LONG, stores_restored LONG, writes_restored LONG")
+_COUNTS = (None,) * 6  # an event row's count columns
 STATE_DIR = "partition-state"  # under the checkpoint
 _ENTRY = struct.Struct(">qH")  # next expiry (ms, -1: none), length of the schema hash
 _CHUNK = 5_000  # output rows per Arrow batch
@@ -164,7 +163,7 @@ def _batch(rows: list[tuple[Any, ...]]) -> Any:
     import pyarrow as pa
 
     names = ("topic", "key", "value", "copies_in", "copies_dropped", "store_keys", "stores",
-             "stores_restored", "writes_restored", "python_cpu_ms")
+             "stores_restored", "writes_restored")
     types = (pa.string(), pa.binary(), pa.binary()) + (pa.int64(),) * len(_COUNTS)
     return pa.RecordBatch.from_arrays(
         [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)],
@@ -222,7 +221,6 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
           ) -> Iterator[Any]:
     """Arrow batches of raw records (topic, key, value, partition, offset) → Arrow batches of
     TASK_SCHEMA: the events, then one row of counts; the keys' state in `stores`."""
-    cpu = time.process_time()
     by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
     copies_in = dropped = 0
     # a micro-batch's records of one key are merged in one call: how records fall into
@@ -261,10 +259,8 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
                 _apply(store, pk, None, result)
                 out.extend((t, k, v, *_COUNTS) for t, k, v in result.outputs)
     keys = sum(s.estimated_keys() for s in stores.open.values())
-    # the Python worker's CPU for this task (input read and merge): the rest is the JVM's
     out.append((None, None, None, copies_in, dropped, keys, len(stores.open),
-                stores.stores_restored, stores.writes_restored,
-                round((time.process_time() - cpu) * 1000)))
+                stores.stores_restored, stores.writes_restored))
     yield _batch(out)
 
 
@@ -302,8 +298,7 @@ def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], prefix: str
                            F.count("copies_in").alias("tasks"),
                            F.sum("stores").alias("stores_opened"),
                            F.sum("stores_restored").alias("stores_restored"),
-                           F.sum("writes_restored").alias("writes_restored"),
-                           F.sum("python_cpu_ms").alias("python_cpu_ms"))
+                           F.sum("writes_restored").alias("writes_restored"))
             .where(F.col("topic").isNotNull()).select("topic", "key", "value"))
 
 

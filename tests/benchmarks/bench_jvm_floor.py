@@ -162,9 +162,11 @@ def test_bench_jvm_floor_rf3(stack, tmp_path: Path, monkeypatch) -> None:
         TopicCreator(stack.bootstrap_servers, 2, 1).ensure(f"{prefix}.floor.bench.t")
         details: list = []
         observed: list = []
+        python_cpu: list = []
         busy, broker_cpu = machine_busy_s(), process_cpu_s(broker)
         progress = _run_job(stack, api, CORES, prefix, tmp_path / f"ckpt-{prefix}", PER_BATCH,
-                            dedupe_s=window, details=details, observed=observed)
+                            dedupe_s=window, details=details, observed=observed,
+                            python_cpu=python_cpu)
         assert sum(n for n, _ in progress) == copies_sent
         busy, broker_cpu = machine_busy_s() - busy, process_cpu_s(broker) - broker_cpu
         first, steady = progress[0], progress[1:]
@@ -180,12 +182,12 @@ def test_bench_jvm_floor_rf3(stack, tmp_path: Path, monkeypatch) -> None:
         print(breakdown(details[1:], CORES, logical))
         print(f"  the whole run (start-up included): {busy:.1f} core-s busy, of it the Kafka "
               f"broker {broker_cpu:.1f} core-s ({broker_cpu / busy:.0%})")
-        if api.startswith("partition"):  # the Python workers' own CPU, from the task counts
-            python_ms = sum(o["partition_state"]["python_cpu_ms"] for o in observed[1:])
+        if api.startswith("partition"):  # the Python workers' own CPU (/proc)
             to_python = sum(o["partition_state"]["copies_in"] for o in observed)
-            print(f"  Python workers (input read, merge, state): {python_ms * 1000 / logical:.0f}"
-                  f" us per change; the JVM, scheduling and waits: the rest; copies that "
-                  f"reached Python: {to_python:,} of {copies_sent:,}")
+            print(f"  Python workers (the whole run, start included): "
+                  f"{python_cpu[0] * 1e6 / changes:.0f} us per change; the JVM, scheduling "
+                  f"and waits: the rest; copies that reached Python: {to_python:,} of "
+                  f"{copies_sent:,}")
         if api.split("+")[0] == "partition":  # the job: one event per change
             events = sum(1 for _ in read_to_end(stack.bootstrap_servers, f"{prefix}.bench.t"))
             assert events == changes, (api, events, changes)

@@ -228,6 +228,8 @@ else:
     query = start_floor(spark, cfg, api)
 query.awaitTermination()
 assert query.exception() is None, query.exception()
+from cpu_use import python_workers_cpu_s  # before the stop: the workers go with it
+print(f"PYCPU {python_workers_cpu_s()}")
 done = [p for p in query.recentProgress if p["numInputRows"]]
 print("OBSERVED " + json.dumps([{k: v.asDict() for k, v in (p.observedMetrics or {}).items()}
                                 for p in done]))
@@ -270,12 +272,13 @@ def _publish(bootstrap: str, prefix: str) -> int:
 
 def _run_job(stack, api: str, cores: int, prefix: str, ckpt: Path, per_batch: int,
              *extra: str, dedupe_s: int | None = None, details: list | None = None,
-             observed: list | None = None, master: str | None = None
-             ) -> list[tuple[int, int]]:
+             observed: list | None = None, master: str | None = None,
+             python_cpu: list | None = None) -> list[tuple[int, int]]:
     """Query `api` (RUN: the job or a floor) over what the raw topics hold now: (rows, ms)
     of each non-empty batch; `dedupe_s`: spark.dedupe_window_s (default: the job's own);
     `details` gets each such batch's durations (ms) and state operators' metrics (only
-    jvm-floor has any) from Spark's progress report, `observed` its observed metrics;
+    jvm-floor has any) from Spark's progress report, `observed` its observed metrics,
+    `python_cpu` the CPU seconds its Python workers used over the run (start included);
     `master`: a cluster's (default: BENCH_MASTER, else local[cores])."""
     here = Path(__file__).parent
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), os.getcwd()]),
@@ -290,6 +293,8 @@ def _run_job(stack, api: str, cores: int, prefix: str, ckpt: Path, per_batch: in
         details.extend(json.loads(out.stdout.split("DETAIL ", 1)[1].splitlines()[0]))
     if observed is not None:  # each such batch's observed metrics (the partition stores')
         observed.extend(json.loads(out.stdout.split("OBSERVED ", 1)[1].splitlines()[0]))
+    if python_cpu is not None:
+        python_cpu.append(float(out.stdout.split("PYCPU ", 1)[1].splitlines()[0]))
     return json.loads(out.stdout.split("PROGRESS ", 1)[1].splitlines()[0])
 
 

@@ -216,13 +216,14 @@ def _run(ring: object, tmp_path: Path, prefix: str, ks: str, tables: int, api: s
     bootstrap = ring.bootstrap_servers  # type: ignore[attr-defined]
     details: list = []
     observed: list = []
+    python_cpu: list = []
     waited = _wait_quiet(ring)
     busy, nodes = machine_busy_s(), _nodes_cpu_s(ring)
     before = _events(bootstrap, prefix, ks, tables)
     progress = _run_job(ring, api, cores, prefix,
                         tmp_path / f"ckpt-{prefix}-{api}-{master.replace('/', '_')}",
                         PER_BATCH, dedupe_s=120, details=details, observed=observed,
-                        master=None if master == "local" else master)
+                        master=None if master == "local" else master, python_cpu=python_cpu)
     assert sum(n for n, _ in progress) == copies
     first, steady = progress[0], progress[1:]
     run_s = sum(ms for _, ms in progress) / 1000
@@ -244,11 +245,10 @@ def _run(ring: object, tmp_path: Path, prefix: str, ks: str, tables: int, api: s
           f"included): {busy:.1f} core-s busy, of it the three nodes {nodes:.1f} core-s")
     if api.split("+")[0] == "partition":  # the partition stores' observed metrics
         parts = [o.get("partition_state", {}) for o in observed]
-        python_ms = sum(p.get("python_cpu_ms", 0) for p in parts)
         dropped = sum(p.get("copies_dropped", 0) for p in parts)
         tasks = [p.get("tasks", 0) for p in parts]
-        print(f"  Python workers (input read, merge, state): "
-              f"{python_ms * 1000 / CHANGES:.0f} us per change; copies dropped in the tasks: "
+        print(f"  Python workers (the whole run, start included): "
+              f"{python_cpu[0] * 1e6 / CHANGES:.0f} us per change; copies dropped in the tasks: "
               f"{dropped:,} of {copies:,}; tasks per batch {tasks}")
         # one event per change
         assert _events(bootstrap, prefix, ks, tables) - before == CHANGES

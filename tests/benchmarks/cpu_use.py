@@ -46,3 +46,22 @@ def tree_cpu_s(pid: int) -> float:
         total += used.get(p, 0.0)
         todo.extend(children.get(p, []))
     return total
+
+
+def python_workers_cpu_s() -> float:
+    """CPU seconds (user + system) of every PySpark Python worker on this machine so far:
+    the `pyspark.daemon` processes, their living workers, and the workers they have reaped
+    (a parent's cutime/cstime). Sample it before the application stops: its workers go
+    with its executors."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"pyspark.daemon" not in (entry / "cmdline").read_bytes():
+                continue
+            fields = _stat(int(entry.name))
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited while we looked
+        total += sum(int(f) for f in fields[11:15]) / TICK  # utime stime cutime cstime
+    return total
