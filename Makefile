@@ -22,14 +22,17 @@ NODES ?= 1
 demo: venv  ## start the local stack, run the demo workload, show what comes out (NODES=3: a ring at RF=3; SECURE=1: the locked stack)
 	$(PY) deploy/local/demo.py --nodes $(NODES) $(if $(SECURE),--secure)
 
+UNIT        := tests/unit tests/devstack/unit
+INTEGRATION := tests/integration tests/devstack/integration
+
 test: venv  ## the whole suite: unit tests, then integration tests on the real stack
-	$(PY) -m pytest --durations=40 tests/unit tests/integration
+	$(PY) -m pytest --durations=40 $(UNIT) $(INTEGRATION)
 
-unit: venv  ## unit tests only (no services)
-	$(PY) -m pytest tests/unit
+unit: venv  ## unit tests only (no services), the dev stack's too
+	$(PY) -m pytest $(UNIT)
 
-integration: venv  ## integration tests only (starts or reuses the local stack)
-	$(PY) -m pytest tests/integration
+integration: venv  ## integration tests only (starts or reuses the local stack), the dev stack's too
+	$(PY) -m pytest $(INTEGRATION)
 
 lint: venv  ## ruff, and the import layers of pyproject.toml (import-linter)
 	$(PY) -m ruff check .

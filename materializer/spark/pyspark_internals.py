@@ -7,9 +7,10 @@
   archive closes the JVM's stdin and waits for it to exit
   (`materializer.spark.class_archive`).
 
-`tests/unit/test_pyspark_internals.py` fails when the installed PySpark no longer has these
-symbols; without the process the class archive is not written (a WARNING says so), and
-without the JVM handles a checkpoint file cannot be read (CheckpointFileError).
+`tests/unit/materializer/spark/test_pyspark_internals.py` fails when the installed PySpark
+no longer has these symbols; without the process the class archive is not written (a
+WARNING says so), and without the JVM handles a checkpoint file cannot be read
+(CheckpointFileError).
 """
 
 from __future__ import annotations

@@ -15,10 +15,11 @@ import sys
 from pathlib import Path
 
 from cassandra.concurrent import execute_concurrent_with_args
-from reference import cdc_offsets, settled_offsets
-from support import wait_for_quiet_node
 
 from publisher.commitlog.schema_source import read_system_schema
+
+from support.reference import cdc_offsets, settled_offsets
+from support.services import wait_for_quiet_node
 
 ROWS = int(os.environ.get("BENCH_ROWS", "100000"))
 

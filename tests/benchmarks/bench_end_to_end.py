@@ -23,8 +23,13 @@ from typing import Any
 
 from confluent_kafka import Consumer
 from cpu_use import machine_busy_s, process_cpu_s, tree_cpu_s
-from materializer_harness import kill_group, materializer_command, start_materializer
-from publisher_harness import (
+
+from devstack import cassandra, kafka
+from devstack.cassandra import cql_cluster
+from materializer.spark.progress import PARTITION_METRICS
+
+from support.materializer_harness import kill_group, materializer_command, start_materializer
+from support.publisher_harness import (
     AgentProcess,
     paced,
     start_latency_table,
@@ -32,11 +37,7 @@ from publisher_harness import (
     stop_node,
     wait_for,
 )
-from support import http_get
-
-from devstack import cassandra, kafka
-from devstack.cassandra import cql_cluster
-from materializer.spark.progress import PARTITION_METRICS
+from support.services import http_get
 
 RATE = int(os.environ.get("BENCH_RATE", "2000"))
 SECONDS = int(os.environ.get("BENCH_SECONDS", "30"))
@@ -73,14 +74,10 @@ def test_bench_end_to_end_latency_rf3(stack, ring, tmp_path) -> None:
     """Three nodes at RF=3 (writes at QUORUM, spread by the driver), a publisher beside each
     node, the job: every change reaches the job three times. Also printed: where the two
     cores went over the measured seconds, per process tree."""
-    import sys
-
     from cassandra import ConsistencyLevel
     from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
-    # ring_harness draws its workloads with the integration tests' statement strategies
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-    from ring_harness import RingPublishers
+    from support.ring_harness import RingPublishers
 
     prefix = f"lat3{uuid.uuid4().hex[:6]}"
     publishers = RingPublishers(ring, tmp_path, prefix)

@@ -19,9 +19,10 @@ from pathlib import Path
 from bench_materializer import _bench_topic
 from bench_rf3 import copies
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from materializer_harness import kill_group, materializer_command, start_materializer
 
 from shared.kafka_topics import TopicCreator
+
+from support.materializer_harness import kill_group, materializer_command, start_materializer
 
 CHANGES = int(os.environ.get("FIRST_CHANGES", "2000"))
 ROUNDS = int(os.environ.get("FIRST_ROUNDS", "2"))

@@ -18,16 +18,6 @@ import uuid
 
 from cassandra.concurrent import execute_concurrent_with_args
 from confluent_kafka import Consumer
-from publisher_harness import (
-    AgentProcess,
-    paced,
-    start_latency_table,
-    start_node,
-    stop_node,
-    wait_for,
-)
-from reference import cdc_offsets, copy_synced_segments
-from support import wait_for_quiet_node
 
 from devstack.cassandra import cql_cluster
 from publisher.agent.agent import Agent, tune_gc
@@ -38,6 +28,17 @@ from publisher.settings import PublisherConfig
 from shared import rowupdate
 from shared.metrics import Registry
 from shared.schema import catalog_from_json
+
+from support.publisher_harness import (
+    AgentProcess,
+    paced,
+    start_latency_table,
+    start_node,
+    stop_node,
+    wait_for,
+)
+from support.reference import cdc_offsets, copy_synced_segments
+from support.services import wait_for_quiet_node
 
 ROWS = int(os.environ.get("BENCH_ROWS", "100000"))
 

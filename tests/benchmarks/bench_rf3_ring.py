@@ -33,7 +33,6 @@ RING_TABLES=1,20,100 RING_MASTERS=local,spark://127.0.0.1:7077.
 from __future__ import annotations
 
 import os
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -123,9 +122,7 @@ def _publish(ring: object, prefix: str, ks: str, tables: int) -> None:
 
     from devstack.cassandra import cql_cluster
 
-    # ring_harness draws its workloads with the integration tests' statement strategies
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-    from ring_harness import RingPublishers
+    from support.ring_harness import RingPublishers
 
     # the agents keep their state on the ring between runs, as a node's agent does: a run
     # publishes its own writes, not again what an earlier one left in cdc_raw

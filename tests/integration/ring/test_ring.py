@@ -1,0 +1,511 @@
+"""The pipeline at RF=3 on a ring of three real Cassandra nodes: a publisher per node, every
+change arriving three times, and the materializer folding the copies into one event stream.
+
+Every scenario makes the same three checks on the events (tests/support/ring_harness.py):
+the last `after` of every key equals `SELECT` at ALL, no event shows no visible change, and
+every `before` is the previous `after` of its key.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from cassandra import ConsistencyLevel
+from cassandra.query import SimpleStatement
+
+from devstack import cassandra
+from devstack import stack as devstack
+from materializer.spark import partition_job
+from publisher.commitlog.schema_source import read_system_schema
+from shared.schema import catalog_from_json
+
+from support.materializer_harness import (
+    kill_group,
+    materializer_command,
+    read_events,
+    run_materializer,
+    start_materializer,
+)
+from support.raw_copies import copy_raw
+from support.ring_harness import (
+    RingPublishers,
+    check_events,
+    events_so_far,
+    job_caught_up,
+    no_hints_left,
+    nodetool_each,
+    pinned_sessions,
+    raw_records,
+    run_ring_workload,
+    session_at_all,
+    without_replays,
+    write_probe,
+)
+from support.services import http_get, wait_until
+from support.workload import create_workload_tables
+
+pytestmark = pytest.mark.integration
+
+STATEMENTS = 3_024
+COVER = ("INSERT", "DELETE FROM", "c1 >", "USING TTL", "TIMESTAMP", "m[", "u.a", ".ctr",
+         "BATCH", "IF NOT EXISTS", " IF v_int", "s_int, v_int")
+RF3 = "{'class': 'SimpleStrategy', 'replication_factor': 3}"
+# the differential's statements in flight at once (one at a time: 87 s here)
+WORKERS = 4
+
+
+@pytest.fixture(scope="module")
+def env(ring, tmp_path_factory):
+    """Publishers on the three nodes under one prefix; sessions pinned to each node and one
+    that reads at ALL. Each test works in keyspaces of its own."""
+    work = tmp_path_factory.mktemp("ring")
+    prefix = f"ring{uuid.uuid4().hex[:6]}"
+    publishers = RingPublishers(ring, work, prefix)
+    publishers.start()
+    sessions = pinned_sessions(ring)
+    truth = session_at_all(ring)
+    try:
+        yield {"ring": ring, "work": work, "prefix": prefix, "publishers": publishers,
+               "sessions": sessions, "truth": truth}
+    finally:
+        publishers.stop()
+        for s in (*sessions.values(), truth):
+            s.cluster.shutdown()
+
+
+def _keyspace(env, tables: str = "workload") -> str:
+    ks = f"rf3_{uuid.uuid4().hex[:8]}"
+    truth = env["truth"]
+    truth.execute(f"CREATE KEYSPACE {ks} WITH replication = {RF3}")
+    if tables == "workload":
+        create_workload_tables(truth, ks)
+    return ks
+
+
+def _tables(env, ks: str) -> dict:
+    return {t.table: t for t in catalog_from_json(read_system_schema(env["truth"])).values()
+            if t.keyspace == ks}
+
+
+@pytest.fixture(scope="module")
+def staged(env, spark_cluster, packed_env):
+    """Three scenarios written one after another, then one run of the job over all of them
+    (a job's start costs 30-60 s here): the RF=3 differential, static columns written with
+    rows, and a read repair. The job runs on the Spark standalone cluster and loses a worker
+    on the way (the cluster scenario). Each test below checks its own keyspace."""
+    out: dict = {}
+    for name, stage in (("differential", _write_differential), ("phantom", _write_phantom),
+                        ("read_repair", _write_read_repair)):
+        started = time.monotonic()
+        out[name] = stage(env)
+        print(f"[staged] {name} written in {time.monotonic() - started:.0f}s")
+    started = time.monotonic()
+    out["cluster"] = _run_on_cluster(env, spark_cluster, "staged", out["differential"]["ks"],
+                                     packed_env)
+    print(f"[staged] the job on the cluster: {time.monotonic() - started:.0f}s")
+    return out
+
+
+def _run_on_cluster(env, spark_cluster, name: str, ks: str, packed: Path) -> dict:
+    """`deploy/spark/submit.sh` to the standalone cluster (a master, two one-core workers)
+    over the prefix's raw topics, --available-now: one micro-batch (the default limit of
+    records per batch holds them all, so no mutation straddles two batches); worker 2 killed
+    with SIGKILL once a task of that batch runs in its Python worker, so the task's store
+    and part of its changelog writes are there. Returns the exit code, what the kill hit
+    and the log's end."""
+    import os
+    import subprocess
+    import sys
+
+    from devstack import spark_cluster as cluster
+    from devstack.settings import repo_root
+
+    ring, work = env["ring"], env["work"]
+    checkpoint = work / f"ckpt-{name}"
+    cmd = ["deploy/spark/submit.sh", "--master", cluster.master_url(spark_cluster),
+           "--local-jars", "--env", str(packed), "--",
+           "--set", f"kafka.bootstrap_servers={ring.bootstrap_servers}",
+           "--set", f"kafka.topic_prefix={env['prefix']}",
+           "--set", f"spark.checkpoint={checkpoint}", "--set", "log.format=text",
+           "--set", "http.port=0", "--available-now"]
+    log = work / f"{name}.log"
+    apps = cluster.worker_dir(spark_cluster, 2) / "work"
+    earlier = set(apps.glob("app-*"))  # the session's cluster may have run other jobs
+    every_app = "worker-*/work/app-*"  # both workers' application folders
+    before = set(apps.parent.parent.glob(every_app))
+    proc = subprocess.Popen(cmd, cwd=repo_root(), env=dict(os.environ, PYTHON=sys.executable),
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        # Worker 2 dies once its executor runs a task's Python: the task has opened its
+        # partition store there, and the batch is not committed
+        def running_a_task() -> bool:
+            return proc.poll() is not None or any(
+                "Starting Python task execution" in f.read_text(errors="replace")
+                for app in set(apps.glob("app-*")) - earlier for f in app.glob("*/stderr"))
+
+        wait_until(running_a_task, 300, "worker 2's executor running a task", interval_s=0.2)
+        mid_batch = proc.poll() is None and not (checkpoint / "commits" / "0").exists()
+        killed = mid_batch and cluster.kill_worker(spark_cluster, 2)
+        code = proc.wait(900)
+    finally:
+        kill_group(proc)
+        cluster.start_worker(spark_cluster, 2)
+    text = log.read_text()
+    # the executors ran the archive's python, unpacked beside their logs
+    unpacked = [e for app in set(apps.parent.parent.glob(every_app)) - before
+                for e in app.glob("*/environment/bin/python")]
+    return {"code": code, "mid_batch": mid_batch, "killed": killed, "unpacked": unpacked,
+            "lost_executor": "Lost executor" in text,
+            "batches": len(list((checkpoint / "commits").glob("[0-9]*"))), "log": text[-4000:]}
+
+
+def test_partition_stores_follow_their_partitions_on_the_cluster(env, staged, spark_cluster,
+                                                                packed_env) -> None:
+    """The RF=3 differential's raw records through the job on the
+    standalone cluster (submit.sh, the packed environment, the checkpoint given as a Hadoop
+    URI), in small micro-batches: while both workers run, no store is read back (each topic
+    partition's task waits for the executor that holds its store); worker 2 is SIGKILLed,
+    so worker 1's executor takes its partitions and rebuilds their stores from the
+    changelogs; worker 2 is started again while the job runs. The three checks pass on the
+    events."""
+    import os
+    import subprocess
+    import sys
+
+    from devstack import spark_cluster as cluster
+    from devstack.settings import repo_root
+
+    ks, work = staged["differential"]["ks"], env["work"]
+    prefix = f"pc{uuid.uuid4().hex[:6]}"
+    sent = copy_raw(env["ring"], env["prefix"], prefix, 1, seed=22)
+    checkpoint = work / "ckpt-partition-cluster"
+    commits = checkpoint / "commits"
+    cmd = ["deploy/spark/submit.sh", "--master", cluster.master_url(spark_cluster),
+           "--local-jars", "--env", str(packed_env), "--",
+           "--set", f"kafka.bootstrap_servers={env['ring'].bootstrap_servers}",
+           # a Hadoop URI, as a cluster's checkpoint is (hdfs://, s3a://): the driver's
+           # records go through Spark's file systems
+           "--set", f"kafka.topic_prefix={prefix}",
+           "--set", f"spark.checkpoint=file://{checkpoint}",
+           "--set", f"kafka.max_offsets_per_trigger={max(300, sent // 30)}",
+           "--set", "log.format=text", "--set", "http.port=0", "--available-now"]
+    log = work / "partition-cluster.log"
+    apps = [cluster.worker_dir(spark_cluster, n) / "work" for n in (1, 2)]
+    earlier = {a for w in apps for a in w.glob("app-*")}
+    proc = subprocess.Popen(cmd, cwd=repo_root(), env=dict(os.environ, PYTHON=sys.executable),
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+    def batches() -> int:
+        return len(list(commits.glob("[0-9]*"))) if commits.is_dir() else 0
+
+    try:
+        wait_until(lambda: proc.poll() is not None or batches() >= 6, 300,
+                   "six committed micro-batches")
+        killed_at = batches() if proc.poll() is None else None
+        assert killed_at is not None and cluster.kill_worker(spark_cluster, 2), \
+            log.read_text()[-3000:]
+        wait_until(lambda: proc.poll() is not None or batches() >= killed_at + 3, 300,
+                   "three micro-batches on the survivor")
+        restarted_at = batches() if proc.poll() is None else None
+        cluster.start_worker(spark_cluster, 2)
+        code = proc.wait(900)
+    finally:
+        kill_group(proc)
+        cluster.start_worker(spark_cluster, 2)
+    text = log.read_text()
+    assert code == 0, text[-4000:]
+    assert restarted_at is not None, f"the job ended before worker 2 came back:\n{text[-3000:]}"
+    executors = {n: "".join(f.read_text(errors="replace") for a in set(w.glob("app-*")) - earlier
+                            for f in a.glob("*/stderr"))
+                 for n, w in zip((1, 2), apps, strict=True)}
+    # rebuilt, or caught up where worker 1 ran that partition before it settled on worker 2
+    assert re.search(r"(rebuilt|caught up) from its changelog", executors[1]), \
+        executors[1][-3000:]
+    records = checkpoint / partition_job.STATE_DIR
+    # (Hadoop's local file system adds a .crc file beside each)
+    assert {p.name for p in records.iterdir() if not p.name.endswith(".crc")} == {
+        "changelog.json", "partitions.json"}
+    end = next(line for line in reversed(text.splitlines()) if "materializer run ended" in line)
+    assert int(end.split("stores_restored=")[1].split()[0]) >= 1, end
+    restored = {int(m.group(1)): int(m.group(2)) for m in re.finditer(
+        r"partition stores restored from their changelogs batch=(\d+) stores=(\d+)", text)}
+    # steady state (both executors up, after the first two batches placed the partitions):
+    # every topic partition's task runs where its store is, so nothing is read back
+    steady = [b for b in range(2, killed_at - 1) if b in restored]
+    print(f"\nstores restored per micro-batch: {restored} (worker 2 killed after batch "
+          f"{killed_at - 1}, started again after batch {restarted_at - 1})")
+    assert not steady, (restored, killed_at)
+    check_events(env["ring"].bootstrap_servers, prefix, env["truth"],
+                 {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")})
+
+
+def _write_differential(env) -> dict:
+    """3,000 random statements over the three nodes at ONE, QUORUM and ALL."""
+    ks = _keyspace(env)
+    done = run_ring_workload(env["sessions"], ks, STATEMENTS, seed=13, cover=COVER,
+                             workers=WORKERS)
+    env["publishers"].wait_caught_up()
+    return {"ks": ks, "done": done, "hosts": Counter(r["source"]["host"]
+                                                      for r in raw_records(env, ks, "r"))}
+
+
+def test_rf3_differential_events_end_at_select_all(env, staged) -> None:
+    """3,000 random statements over the three nodes at ONE, QUORUM and ALL: every change
+    arrives once per replica and comes out as one event; the three checks pass."""
+    ks, done, hosts = (staged["differential"][k] for k in ("ks", "done", "hosts"))
+    assert len(done.executed) >= 3000 and done.unavailable < 30, done.unavailable
+    for marker in COVER:
+        assert sum(marker in text for *_, text in done.executed) >= 10, marker
+    assert {node for node, *_ in done.executed} == {1, 2, 3}
+    assert {cl for _, cl, _ in done.executed} == {"ONE", "QUORUM", "ALL"}
+    # every change arrives once per replica: the three nodes' publishers sent the same
+    # number of copies of the regular table
+    assert set(hosts) == {"node-1", "node-2", "node-3"}, hosts
+    assert max(hosts.values()) - min(hosts.values()) <= 0.02 * max(hosts.values()), hosts
+    counts = check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"],
+                          _tables(env, ks))
+    # three copies in, one event out (events + tombstones < copies / 2)
+    assert counts["r"] < sum(hosts.values()) / 2, (counts, hosts)
+
+
+def test_rf3_differential_on_a_local_master_ends_at_select_all(env, staged) -> None:
+    """The same raw records (every replica's copy, as the three publishers sent them) through
+    the job on its default local master: the three checks pass, and the copies were dropped
+    in the partition stores."""
+    ks, work = staged["differential"]["ks"], env["work"]
+    prefix = f"part{uuid.uuid4().hex[:6]}"
+    sent = copy_raw(env["ring"], env["prefix"], prefix, 1, seed=21)
+    log = work / "partition.log"
+    run_materializer(materializer_command(env["ring"], prefix, work / "ckpt-partition"), log)
+    counts = check_events(env["ring"].bootstrap_servers, prefix, env["truth"],
+                          _tables(env, ks))
+    hosts = staged["differential"]["hosts"]
+    assert counts["r"] < sum(hosts.values()) / 2, (counts, hosts)
+    end = next(line for line in reversed(log.read_text().splitlines())
+               if "materializer run ended" in line)
+    dropped = int(end.split("copies_dropped=")[1].split()[0])
+    assert sent / 2 < dropped < sent, (dropped, sent)
+
+
+def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env) -> None:
+    """Node 3 killed with SIGKILL while writes go on at the other two, then restarted and
+    its hints replayed; a publisher and the materializer killed with SIGKILL and restarted;
+    all during one workload. The restarted node's publisher publishes every hinted copy."""
+    ring, publishers, work = env["ring"], env["publishers"], env["work"]
+    ks = _keyspace(env)
+    truth = env["truth"]
+    truth.execute(f"CREATE TABLE {ks}.hinted (id int PRIMARY KEY, v int) WITH cdc = true")
+    down: set[int] = set()
+    job: list = []
+    # latest: the prefix's earlier scenarios are not this job's (their topics exist); this
+    # keyspace's topics are new, and partitions found after the start are read from their
+    # beginning. A first progress report: the query has fixed its starting offsets.
+    cmd = materializer_command(ring, env["prefix"], work / "ckpt-chaos", "http.port=18291",
+                               "kafka.starting_offsets=latest", available_now=False)
+    job.append(start_materializer(cmd, work / "chaos.log"))
+    wait_until(lambda: '"batchId"' in http_get(18291, "/status")[1], 240,
+               "the job's first progress report")
+
+    def kill_node() -> None:
+        assert cassandra.kill(ring.node(3))
+        down.add(3)
+        # writes the dead node misses: the coordinators keep them as hints for it
+        for i in range(300):
+            env["sessions"][1 + i % 2].execute(
+                f"INSERT INTO {ks}.hinted (id, v) VALUES ({i}, {i})", timeout=30)
+
+    def start_node() -> None:
+        devstack.start_node(ring.node(3), log=print)
+        down.discard(3)
+
+    # half the differential's statements: each fault still falls between writes
+    hooks = {
+        300: kill_node,
+        600: start_node,
+        750: lambda: publishers.agents[2].kill(),
+        900: lambda: publishers.start(2),
+        1050: lambda: kill_group(job[-1]),
+        1200: lambda: job.append(start_materializer(cmd, work / "chaos.log")),
+    }
+    try:
+        done = run_ring_workload(env["sessions"], ks, STATEMENTS // 2, seed=29,
+                                 down=lambda: down, at=hooks)
+        assert len(done.executed) >= 1500 and not hooks, hooks
+        wait_until(lambda: no_hints_left(ring), 120, "every hint delivered", interval_s=1)
+        publishers.wait_caught_up()
+        # the restarted job (from its checkpoint) reads on to the end of this keyspace's
+        # raw topics
+        wait_until(lambda: job_caught_up(work / "ckpt-chaos", ring.bootstrap_servers,
+                                         f"{env['prefix']}.raw.{ks}.")
+                   or job[-1].poll() is not None, 300, "the job at the end of the raw topics",
+                   interval_s=2)
+        assert job[-1].poll() is None, (work / "chaos.log").read_text()[-3000:]
+    finally:
+        if 3 in down:
+            devstack.start_node(ring.node(3), log=print)
+        for proc in job:
+            kill_group(proc)
+    hinted = {host: {r["partition_key"] for r in raw_records(env, ks, "hinted")
+                     if r["source"]["host"] == host} for host in ("node-1", "node-2", "node-3")}
+    assert [len(hinted[h]) for h in sorted(hinted)] == [300, 300, 300], \
+        {h: len(v) for h, v in hinted.items()}
+    # at 1,500 statements the counter table can end with few rows (4 in one run): its events
+    # are checked all the same, and there must be some
+    counts = check_events(ring.bootstrap_servers, env["prefix"], truth,
+                          {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")},
+                          min_rows=1)
+    assert counts["r"] >= 100 and counts["ctr"] >= 10, counts
+
+
+def _write_read_repair(env) -> dict:
+    """Hinted handoff off on node 1, nodes 2 and 3 cut off from it (gossip off: node 1
+    convicts them and sends them nothing), writes at ONE through node 1, the two back, then
+    reads at ALL: the coordinator repairs the two nodes. (Killing and restarting the two
+    took 85 s here; their gossip, about 35 s.)"""
+    ring, truth, first = env["ring"], env["truth"], env["sessions"][1]
+    ks = _keyspace(env, tables="none")
+    truth.execute(f"CREATE TABLE {ks}.rr (k int PRIMARY KEY, v text) WITH cdc = true "
+                  "AND read_repair = 'BLOCKING'")
+    truth.execute(f"CREATE TABLE {ks}.probe (k int PRIMARY KEY) WITH cdc = false")
+    truth.execute(f"INSERT INTO {ks}.rr (k, v) VALUES (-1, 'schema known everywhere')")
+    one, others = ring.node(1), ring.all_nodes()[1:]
+    nodetool_each([(one, "disablehandoff"), *((n, "disablegossip") for n in others)])
+    try:
+        # node 1 refuses a write at TWO once it holds the other two replicas down
+        wait_until(lambda: not write_probe(first, ks, "TWO"), 120, "node 1 to see nodes 2, 3 down",
+                   interval_s=1)
+        for k in range(20):
+            first.execute(SimpleStatement(f"INSERT INTO {ks}.rr (k, v) VALUES ({k}, 'v{k}')",
+                                          consistency_level=ConsistencyLevel.ONE))
+    finally:
+        nodetool_each([(n, "enablegossip") for n in others])
+        wait_until(lambda: all(write_probe(node, ks, "ALL") for node in env["sessions"].values()),
+                   120, "every node to see every node up", interval_s=1)
+        cassandra.nodetool(one, "enablehandoff")
+    env["publishers"].wait_caught_up()
+    before = Counter(r["source"]["host"] for r in raw_records(env, ks, "rr"))
+    values = [truth.execute(f"SELECT v FROM {ks}.rr WHERE k = {k}").one().v for k in range(20)]
+    env["publishers"].wait_caught_up()
+    after = Counter(r["source"]["host"] for r in raw_records(env, ks, "rr"))
+    return {"ks": ks, "before": before, "after": after, "values": values}
+
+
+def test_read_repair_reaches_commit_logs_and_makes_no_event(env, staged) -> None:
+    """The repair mutations reach the repaired nodes' commit logs (their publishers publish
+    them) and the materializer makes one event per row, not more."""
+    rr = staged["read_repair"]
+    ks, before, after = rr["ks"], rr["before"], rr["after"]
+    assert rr["values"] == [f"v{k}" for k in range(20)]
+    assert before["node-1"] == 21 and before["node-2"] == before["node-3"] == 1, before
+    assert after["node-2"] == after["node-3"] == 21, after  # repaired through the log
+    events = without_replays(read_events(env["ring"].bootstrap_servers,
+                                         f"{env['prefix']}.{ks}.rr"))
+    ops = Counter(v["op"] for *_, v in events if v is not None)
+    assert ops == {"c": 21}, ops
+    check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"],
+                 {"rr": _tables(env, ks)["rr"]}, min_rows=21)
+
+
+def _write_phantom(env) -> str:
+    """A static column written with rows in one statement or one batch, on all three
+    nodes."""
+    ks = _keyspace(env, tables="none")
+    env["truth"].execute(f"CREATE TABLE {ks}.t (p int, c int, s text static, v text, "
+                         "PRIMARY KEY (p, c)) WITH cdc = true")
+    sessions = env["sessions"]
+    for p in range(12):
+        session = sessions[1 + p % 3]
+        if p % 2:
+            session.execute(f"INSERT INTO {ks}.t (p, c, s, v) VALUES ({p}, 1, 'st', 'val')")
+        else:
+            session.execute(f"BEGIN BATCH UPDATE {ks}.t SET s = 's{p}' WHERE p = {p}; "
+                            f"INSERT INTO {ks}.t (p, c, v) VALUES ({p}, 1, 'a'); "
+                            f"INSERT INTO {ks}.t (p, c, v) VALUES ({p}, 2, 'b'); APPLY BATCH")
+    env["publishers"].wait_caught_up()
+    return ks
+
+
+def test_one_mutation_gives_one_change_not_a_static_phantom(env, staged) -> None:
+    """The events are those of the rows a reader could see, never a static-only row."""
+    ks = staged["phantom"]
+    events = [v for *_, v in without_replays(read_events(
+        env["ring"].bootstrap_servers, f"{env['prefix']}.{ks}.t")) if v is not None]
+    phantoms = [e for e in events if (e["after"] or e["before"])["c"] is None]
+    assert not phantoms, phantoms[:3]
+    assert Counter(e["op"] for e in events) == {"c": 18}
+    check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"], _tables(env, ks))
+
+
+def test_ten_tables_at_once_and_a_broker_restart_keep_the_job_running(env, stack) -> None:
+    """Ten CDC tables created at once while the job runs (their event topics are new to
+    Kafka in the same second), then the broker restarted in the middle of the writes: the
+    job carries on or starts its query again from the checkpoint, and loses nothing."""
+    from devstack import artifacts, kafka
+
+    ring, work = env["ring"], env["work"]
+    ks = _keyspace(env, tables="none")
+    http_port = 18290
+    # latest: the prefix's earlier scenarios are not this job's; the ten tables' topics are
+    # new, and partitions found after the start are read from their beginning
+    # An idempotent producer whose batch was in flight when the broker stopped can get
+    # OUT_OF_ORDER_SEQUENCE_NUMBER until its delivery timeout (2 min by default) expires the
+    # batch and fails the query, which then restarts: a 30 s timeout makes that wait shorter
+    producer = '{"delivery.timeout.ms": "30000", "request.timeout.ms": "10000"}'
+    cmd = materializer_command(ring, env["prefix"], work / "ckpt-ten", f"http.port={http_port}",
+                               "spark.restart_backoff_s=2", "kafka.starting_offsets=latest",
+                               f"kafka.producer={producer}", available_now=False)
+    job = start_materializer(cmd, work / "ten.log")
+    try:
+        # a first progress report: the query has fixed its starting offsets
+        wait_until(lambda: '"batchId"' in http_get(http_port, "/status")[1], 240,
+                   "the job's first progress report")
+        names = [f"t{i}" for i in range(10)]
+        for name in names:  # schema changes travel through every node: no IF NOT EXISTS race
+            env["truth"].execute(f"CREATE TABLE {ks}.{name} (k int PRIMARY KEY, v text) "
+                                 "WITH cdc = true")
+        sessions = env["sessions"]
+        for k in range(40):
+            if k == 20:  # the broker goes away for a few seconds in the middle
+                assert kafka.shutdown(stack)  # the broker of the session's stack
+                time.sleep(3)
+                kafka.wait_ready(stack, kafka.start(stack, artifacts.find_java()))
+            for i, name in enumerate(names):
+                sessions[1 + (k + i) % 3].execute(
+                    f"INSERT INTO {ks}.{name} (k, v) VALUES ({k}, 'v{k}')")
+        env["publishers"].wait_caught_up(180)
+        bootstrap, topics = ring.bootstrap_servers, [f"{env['prefix']}.{ks}.{n}" for n in names]
+        wait_until(lambda: all(len([e for e in events_so_far(bootstrap, t) if e]) >= 40
+                               for t in topics), 300, "40 events in each of the ten tables",
+                   interval_s=3)
+        assert job.poll() is None, (work / "ten.log").read_text()[-3000:]
+    finally:
+        kill_group(job)
+    log = (work / "ten.log").read_text()
+    restarts = log.count("starting it again from its checkpoint")
+    print(f"[ten tables] query restarts: {restarts}")
+    tables = _tables(env, ks)
+    counts = check_events(ring.bootstrap_servers, env["prefix"], env["truth"], tables,
+                          min_rows=40)
+    assert all(n == 40 for n in counts.values()), counts
+
+
+def test_standalone_cluster_job_survives_a_killed_worker(env, staged) -> None:
+    """The staged run above is the materializer submitted to a Spark standalone cluster,
+    with a worker killed with SIGKILL while a task of its micro-batch runs there: the job
+    carries on with the other (Spark runs the lost tasks again there, which rebuild their
+    stores from the changelogs and take back what the killed attempt wrote), finishes, and
+    the RF=3 differential's events pass the three checks."""
+    run, ks = staged["cluster"], staged["differential"]["ks"]
+    assert run["mid_batch"] and run["killed"], run["log"]
+    assert run["unpacked"], run["log"]  # the executors ran from the packed environment
+    assert run["lost_executor"], run["log"]  # the driver saw the worker's executor go
+    assert run["code"] == 0 and run["batches"] >= 1, run["log"]
+    check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"],
+                 {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")})

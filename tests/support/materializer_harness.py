@@ -1,0 +1,293 @@
+"""Test harness for the materializer: publish a node's CDC into raw topics, run the Spark job
+as a real process, read the event topics, and ask Cassandra for the truth (test code only)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from devstack.settings import StackSettings, repo_root
+from materializer.output.envelope import EnvelopeWriter, dumps
+from materializer.output.values import MODES, ValueModes, to_connect
+from publisher.agent.agent import Agent
+from publisher.agent.offset_store import OffsetStore, SegmentState
+from publisher.commitlog.schema_source import CassandraSchemaSource
+from publisher.kafka_sink import KafkaSink
+from publisher.settings import PublisherConfig
+from shared.heartbeat import is_heartbeat
+from shared.kafka_topics import read_to_end
+from shared.metrics import Registry
+from shared.schema import TableSchema
+
+from support.reference import copy_synced_segments, settled_offsets
+
+# the `source` fields that name the copy that made an event (any replica's copy may)
+COPY_FIELDS = frozenset({"host", "datacenter", "file", "pos", "index", "kafka_topic",
+                         "kafka_partition", "kafka_offset"})
+
+def publish_new_cdc(stack: StackSettings, cql: Any, before: dict[str, int], prefix: str,
+                    workdir: Path, host: str = "node-1", from_before: bool = False,
+                    kafka: Mapping[str, str] | None = None) -> int:
+    """Copy what the node synced since `before` into a private cdc_raw (marked COMPLETED)
+    and publish it with an in-process agent; returns the records acknowledged. `kafka`:
+    the agent's librdkafka settings (default: the stack's broker, no security).
+    `from_before`: the agent starts at the `before` offsets (as if it had published
+    everything up to there), not at the start of those segments."""
+    offsets = settled_offsets(stack.cdc_raw_dir)
+    cdc_raw = workdir / f"cdc_raw-{host}"
+    cdc_raw.mkdir(parents=True)
+    copy_synced_segments(stack.cdc_raw_dir, before, offsets, cdc_raw)
+    config = PublisherConfig()
+    config.cdc.cdc_raw = cdc_raw
+    config.kafka.topic_prefix = prefix
+    config.node.host = host
+    metrics = Registry()
+    sink = KafkaSink(kafka or stack.bootstrap_servers, prefix, 3, 1, {}, metrics)
+    store = OffsetStore(workdir / f"state-{host}")
+    if from_before:
+        for name, offset in before.items():
+            if (cdc_raw / name).exists():
+                store.put(int(name.split("-")[2].split(".")[0]), SegmentState(offset, set()))
+        store.flush()
+    agent = Agent(config, CassandraSchemaSource(cql), sink, store, metrics)
+    def finished() -> bool:
+        # Retired, or read to the end with every record acknowledged: a segment can stay
+        # because it also holds mutations of tables dropped since (kept back, by design).
+        for f in cdc_raw.glob("*.log"):
+            seg = agent.segments.get(int(f.stem.split("-")[2]))
+            if seg is None or seg.end_position is None or seg.tracker.in_flight:
+                return False
+        return True
+
+    deadline = time.monotonic() + 300
+    try:
+        while not finished() and time.monotonic() < deadline:
+            busy = agent.step()
+            sink.poll(0 if busy else 0.02)
+        assert finished(), "the agent did not finish the segments"
+        return agent.acked_total()
+    finally:
+        agent.shutdown()
+        store.close()
+
+
+def materializer_command(stack: StackSettings, prefix: str, checkpoint: Path,
+                         *sets: str, available_now: bool = True) -> list[str]:
+    """`casscade materializer run` for the local stack."""
+    cmd = [sys.executable, "-m", "casscade.cli", "materializer", "run",
+           "--set", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
+           "--set", f"kafka.topic_prefix={prefix}",
+           "--set", f"spark.checkpoint={checkpoint}", "--set", "log.format=text",
+           "--set", "http.port=0"]  # tests that scrape it pass their own port
+    for s in sets:
+        cmd += ["--set", s]
+    return cmd + (["--available-now"] if available_now else [])
+
+
+def start_materializer(cmd: list[str], log: Path,
+                       env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    """Start the job in its own process group (driver JVM included); `env` adds to the
+    environment (a password, say)."""
+    env = dict(os.environ, CASSCADE_STATE_DIR=str(StackSettings.from_env().state_dir),
+               **(env or {}))
+    return subprocess.Popen(cmd, cwd=repo_root(), env=env, stdout=log.open("ab"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    """Signal the job's whole process group and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+    proc.wait(60)
+
+
+def run_materializer(cmd: list[str], log: Path, timeout_s: float = 600,
+                     env: Mapping[str, str] | None = None) -> None:
+    """Run an --available-now job to its end; fails with the log's tail otherwise."""
+    proc = start_materializer(cmd, log, env)
+    try:
+        code = proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        raise AssertionError(f"materializer did not finish in {timeout_s}s:\n"
+                             + log.read_text()[-4000:]) from None
+    finally:
+        kill_group(proc)
+    assert code == 0, f"materializer exited {code}:\n{log.read_text()[-4000:]}"
+
+
+def read_events(bootstrap: str | Mapping[str, str], topic: str, timeout_s: float = 30
+                ) -> list[tuple[int, int, dict, dict | None]]:
+    """Every record of an event topic as (partition, offset, key, value or None)."""
+    try:
+        return [(m.partition(), m.offset(), json.loads(m.key()),
+                 json.loads(m.value()) if m.value() is not None else None)
+                for m in read_to_end(bootstrap, topic, timeout_s)]
+    except KafkaException as exc:
+        raise AssertionError(f"cannot read {topic} to its end: {exc}") from exc
+
+
+def final_rows(events: list[tuple[int, int, dict, dict | None]]) -> dict[str, dict]:
+    """Key (canonical JSON) → the last event's `after`, for keys whose last event is no
+    delete."""
+    last: dict[str, dict | None] = {}
+    for _p, _o, key, value in sorted(events, key=lambda e: (e[0], e[1])):
+        if value is not None:
+            last[canonical(key)] = value["after"]
+    return {k: v for k, v in last.items() if v is not None}
+
+
+def canonical(obj: Any) -> str:
+    """Stable JSON text (object keys sorted) for comparisons."""
+    return json.dumps(obj, sort_keys=True)
+
+
+def avro_as_json(value: Any, schema: dict[str, Any]) -> Any:
+    """Avro-decoded event data in the JsonConverter form of the same Connect `schema`
+    (bytes → base64, logical dates/timestamps → numbers, map entries → pairs or an object)."""
+    if value is None:
+        return None
+    t, name = schema["type"], schema.get("name")
+    if t == "bytes":
+        return base64.b64encode(value).decode()
+    if name == "org.apache.kafka.connect.data.Date":
+        return (value - dt.date(1970, 1, 1)).days
+    if name == "org.apache.kafka.connect.data.Timestamp":
+        return (value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(milliseconds=1)
+    if t == "struct":
+        return {f["field"]: avro_as_json(value.get(f["field"]), f) for f in schema["fields"]}
+    if t == "array":
+        return [avro_as_json(x, schema["items"]) for x in value]
+    if t == "map":
+        if schema["keys"]["type"] == "string":
+            return {k: avro_as_json(v, schema["values"]) for k, v in value.items()}
+        return [[avro_as_json(e["key"], schema["keys"]), avro_as_json(e["value"],
+                                                                      schema["values"])]
+                for e in value]
+    return value
+
+
+def registry_events(kafka: str | Mapping[str, str], topic: str, table: TableSchema,
+                    registry: Mapping[str, str], modes: ValueModes = MODES
+                    ) -> list[tuple[int, int, dict, dict | None, int]]:
+    """Every record of an Avro event topic, decoded through a real registry by Confluent's
+    own client and deserializer (`registry`: its config, e.g. url, ssl.ca.location), in
+    the events' JSON form: (partition, offset, key, value or None, the value's schema id
+    or 0 for a tombstone)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    deserializer = AvroDeserializer(SchemaRegistryClient(dict(registry)))
+    writer = EnvelopeWriter(table, "casscade", False, modes)
+    out = []
+    for msg in read_to_end(kafka, topic):
+        assert msg.key()[:1] == b"\x00", f"{topic}@{msg.offset()}: no Confluent wire format"
+        key = avro_as_json(deserializer(msg.key(), SerializationContext(
+            topic, MessageField.KEY)), writer.key_schema)
+        if msg.value() is None:  # the tombstone after a delete
+            out.append((msg.partition(), msg.offset(), key, None, 0))
+            continue
+        value = deserializer(msg.value(), SerializationContext(topic, MessageField.VALUE))
+        out.append((msg.partition(), msg.offset(), key,
+                    avro_as_json(value, writer.value_schema),
+                    int.from_bytes(msg.value()[1:5], "big")))
+    return out
+
+
+def oracle_rows(cql: Any, table: TableSchema, modes: ValueModes = MODES) -> dict[str, dict]:
+    """`SELECT *` of the table, each row in the events' typed JSON form, by key."""
+    types = {c.name: c.type for c in table.columns}
+    keys = [c.name for c in (*table.partition_key, *table.clustering)]
+    out = {}
+    for row in cql.execute(f"SELECT * FROM {table.keyspace}.{table.table}"):
+        d = row._asdict()
+        typed = {name: to_connect(types[name], d[name], modes) for name in types}
+        # through the same JSON as events (bytes → base64, tuples → lists)
+        typed = json.loads(dumps(typed))
+        out[canonical({k: typed[k] for k in keys})] = typed
+    return out
+
+
+def handler_streams(bootstrap: str, prefix: str, topic: str, batches: list[dict[int, int]]
+                    ) -> list[dict[str, list]]:
+    """The events the job's own merge and event rule (KeyMaterializer, in this process) make of
+    a raw topic read in micro-batches that end at `batches` (Kafka partition → end offset,
+    each batch after the previous): per batch, per key (canonical JSON), its events'
+    (op, before, after) in order, tombstones as None. The reference a Spark run is held to
+    where its micro-batches are known. Partitions are kept whole (no pages: events do not
+    depend on paging, as the paged-state tests hold), so they must stay under the default
+    page size."""
+    from collections import defaultdict
+
+    from materializer.key_materializer import KeyMaterializer, RawRecord
+    from materializer.output.event_settings import EventSettings
+    from materializer.spark.schema_cache import SchemaCache
+
+    handler = KeyMaterializer(SchemaCache(bootstrap, f"{prefix}.schemas"), EventSettings(),
+                              prefix)
+    messages = [m for m in read_to_end(bootstrap, topic) if not is_heartbeat(m.value())]
+    states: dict[bytes, tuple[bytes | None, str | None]] = {}
+    out: list[dict[str, list]] = []
+    start: dict[int, int] = {}
+    for ends in batches:
+        by_key: dict[bytes, list[RawRecord]] = defaultdict(list)
+        for m in messages:
+            if start.get(m.partition(), 0) <= m.offset() < ends.get(m.partition(), 0):
+                by_key[m.key()].append(RawRecord(m.value(), m.partition(), m.offset()))
+        streams: dict[str, list] = defaultdict(list)
+        for pk, records in by_key.items():
+            blob, schema_hash = states.get(pk, (None, None))
+            result = handler.handle(topic, pk, records, blob, schema_hash,
+                                    int(time.time() * 1000))
+            assert not result.pages, f"{topic}: a partition over the page size"
+            states[pk] = (result.state, result.schema_hash)
+            for _topic, key, value in result.outputs:
+                doc = None if value is None else json.loads(value)
+                streams[canonical(json.loads(key))].append(
+                    None if doc is None else (doc["op"], doc["before"], doc["after"]))
+        out.append(dict(streams))
+        start = dict(ends)
+    return out
+
+
+def events_by_key(bootstrap: str, prefix: str, ks: str) -> dict[str, list]:
+    """Per key: its events, without processing time and without which copy made them."""
+    out: dict[str, list] = defaultdict(list)
+    for name in ("r", "ctr"):
+        for _p, _o, key, value in read_events(bootstrap, f"{prefix}.{ks}.{name}"):
+            if value is not None:
+                source = {k: v for k, v in value["source"].items() if k not in COPY_FIELDS}
+                value = {**value, "source": source, "ts_ms": None}
+            out[f"{name} {canonical(key)}"].append(value)
+    return out
+
+
+def assert_same_events(got: dict[str, list], want: dict[str, list], where: Path) -> None:
+    """`got` equals `want`, key by key; else both are saved under `where` and the first
+    differing keys are shown event by event (pytest's whole-dict diff is too long to read)."""
+    differ = sorted(k for k in got.keys() | want.keys() if got.get(k) != want.get(k))
+    if not differ:
+        return
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "got.json").write_text(json.dumps(got, indent=1, sort_keys=True))
+    (where / "want.json").write_text(json.dumps(want, indent=1, sort_keys=True))
+    lines = [f"{len(differ)} of {len(want)} keys differ (both saved in {where}):"]
+    for key in differ[:3]:
+        lines.append(f"{key}:")
+        lines += [f"  got  {canonical(e)}" for e in got.get(key, [])]
+        lines += [f"  want {canonical(e)}" for e in want.get(key, [])]
+    raise AssertionError("\n".join(lines))

@@ -1,0 +1,361 @@
+"""Test harness for a ring of three real Cassandra nodes at RF=3: a publisher process per
+node, a randomized workload spread over the nodes at mixed consistency levels, and the
+checks every RF=3 scenario makes on the change events (test code only)."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from devstack import cassandra
+from devstack.settings import StackSettings
+from shared.heartbeat import is_heartbeat
+from shared.kafka_topics import read_to_end
+from shared.rowupdate_reader import read_row_update
+from shared.schema import TableSchema
+
+from support.materializer_harness import (
+    COPY_FIELDS,
+    canonical,
+    final_rows,
+    oracle_rows,
+    read_events,
+)
+from support.publisher_harness import AgentProcess
+from support.reference import settled_offsets
+from support.services import http_get, wait_until
+from support.workload import INT, P1, P2, TEXT, draw_statements, statement
+
+AGENT_PORTS = {1: 18201, 2: 18202, 3: 18203}
+
+
+class RingPublishers:
+    """`casscade publisher run` beside each node of the ring, all into one prefix."""
+
+    def __init__(self, ring: StackSettings, workdir: Path, prefix: str,
+                 sections: dict[str, dict] | None = None) -> None:
+        """`sections` adds settings to every agent's config (AgentProcess)."""
+        self.ring = ring
+        self.prefix = prefix
+        self.agents = {node.node_index: AgentProcess(
+            node, ring, workdir / f"agent-{node.node_index}", prefix,
+            http_port=AGENT_PORTS[node.node_index], host_name=f"node-{node.node_index}",
+            sections=sections)
+            for node in ring.all_nodes()}
+
+    def start(self, *nodes: int) -> None:
+        """Start the agents of `nodes` (default: all) and wait until each serves."""
+        for n in nodes or self.agents:
+            self.agents[n].start()
+        for n in nodes or self.agents:
+            self.agents[n].wait_serving(60)
+
+    def stop(self) -> None:
+        """SIGTERM every agent still running."""
+        for agent in self.agents.values():
+            agent.stop()
+
+    def wait_caught_up(self, timeout_s: float = 120) -> None:
+        """Block until every agent has every record its node has synced acknowledged."""
+        for n, agent in self.agents.items():
+            node = self.ring.node(n)
+            offsets = settled_offsets(node.cdc_raw_dir, allow_empty=True)
+
+            def caught_up(agent: AgentProcess = agent, offsets: dict = offsets,
+                          cdc_raw: Path = node.cdc_raw_dir) -> bool:
+                code, body = http_get(agent.http_port, "/status")
+                if code != 200:
+                    return False
+                segments = json.loads(body).get("segments", {})
+                for name, offset in offsets.items():
+                    seg = segments.get(name.split("-")[2].split(".")[0])
+                    if (cdc_raw / name).exists() and (
+                            seg is None or seg["acked_position"] < offset):
+                        return False
+                return True
+
+            wait_until(caught_up, timeout_s, f"node {n}'s agent to publish what it synced")
+
+
+def pinned_sessions(ring: StackSettings) -> dict[int, Any]:
+    """One CQL session per node, each sending every request to its own node."""
+    from devstack.cassandra import cql_cluster
+
+    return {node.node_index: cql_cluster(node, pinned=True).connect()
+            for node in ring.all_nodes()}
+
+
+def session_at_all(ring: StackSettings) -> Any:
+    """A session whose reads and writes default to consistency ALL (the truth of the ring)."""
+    from cassandra import ConsistencyLevel
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT
+
+    from devstack.cassandra import cql_cluster
+
+    cluster = cql_cluster(ring)
+    cluster.profile_manager.profiles[EXEC_PROFILE_DEFAULT].consistency_level = \
+        ConsistencyLevel.ALL
+    return cluster.connect()
+
+
+@st.composite
+def ring_statement(draw: Any, ks: str) -> str:
+    """A statement of the random workload, or one that only a ring makes interesting: a
+    static column written with rows in one mutation, and lightweight transactions."""
+    kind = draw(st.sampled_from(["plain"] * 8 + ["static_row", "static_batch", "lwt"]))
+    if kind == "plain":
+        return draw(statement(ks))
+    p1, p2 = draw(P1), draw(P2)
+    pk, where_pk = f"{p1}, {p2}", f"p1 = {p1} AND p2 = {p2}"
+    c1 = draw(st.integers(0, 5))
+    if kind == "static_row":
+        return (f"INSERT INTO {ks}.r (p1, p2, c1, c2, s_int, v_int) VALUES ({pk}, {c1}, 'x', "
+                f"{draw(INT)}, {draw(INT)})")
+    if kind == "static_batch":  # one partition: Cassandra makes it one mutation
+        rows = "; ".join(f"INSERT INTO {ks}.r (p1, p2, c1, c2, v_text) VALUES ({pk}, {c}, "
+                         f"'y', {draw(TEXT)})" for c in draw(st.lists(
+                             st.integers(0, 5), min_size=1, max_size=3, unique=True)))
+        return (f"BEGIN BATCH UPDATE {ks}.r SET s_int = {draw(INT)} WHERE {where_pk}; "
+                f"{rows}; APPLY BATCH")
+    if draw(st.booleans()):
+        return (f"INSERT INTO {ks}.r (p1, p2, c1, c2, v_int) VALUES ({pk}, {c1}, 'z', "
+                f"{draw(INT)}) IF NOT EXISTS")
+    return (f"UPDATE {ks}.r SET v_text = {draw(TEXT)} WHERE {where_pk} AND c1 = {c1} "
+            f"AND c2 = 'z' IF v_int > 0")
+
+
+@dataclass
+class Workload:
+    """What a ring workload did: statements, where they went, what failed."""
+
+    executed: list[tuple[int, str, str]] = field(default_factory=list)  # node, CL, CQL
+    unavailable: int = 0
+
+
+def run_ring_workload(sessions: dict[int, Any], ks: str, count: int, seed: int,
+                      down: Callable[[], set[int]] = set,
+                      at: dict[int, Callable[[], None]] | None = None,
+                      cover: Sequence[str] = (), workers: int = 1) -> Workload:
+    """About `count` random statements (each marker of `cover` in at least ten), each sent to
+    a random node that is up at a random consistency level (ALL only while every node is
+    up); `at[i]` runs before statement i and is taken out of `at` (what is left in it never
+    ran). `workers` > 1: that many statements in flight at once (no `down` or `at` then):
+    their order is Cassandra's to settle, and SELECT at ALL stays the truth."""
+    if workers > 1:
+        assert at is None and down is set, "a concurrent workload takes no faults"
+        return _concurrent_workload(sessions, ks, count, seed, cover, workers)
+    from cassandra import ConsistencyLevel as CL
+    from cassandra import Unavailable, WriteTimeout
+    from cassandra.cluster import NoHostAvailable
+    from cassandra.query import SimpleStatement
+
+    rng = random.Random(seed)
+    hooks = at if at is not None else {}
+    done = Workload()
+    for text in draw_statements(ring_statement(ks), count, cover):
+        hook = hooks.pop(len(done.executed), None)
+        if hook is not None:
+            hook()
+        gone = down()
+        up = [n for n in sessions if n not in gone]
+        node = rng.choice(up)
+        levels = [CL.ONE, CL.QUORUM] + ([] if gone else [CL.ALL])
+        cl = rng.choice(levels)
+        for attempt in [node] + [n for n in up if n != node]:
+            try:
+                sessions[attempt].execute(SimpleStatement(text, consistency_level=cl),
+                                          timeout=30)
+            except NoHostAvailable:
+                continue  # the driver has not reconnected to a restarted node yet
+            except (Unavailable, WriteTimeout):
+                # a replica just went down: the write may or may not have landed; either
+                # way Cassandra's SELECT at ALL is the truth the events must meet
+                done.unavailable += 1
+            node = attempt
+            break
+        else:
+            raise AssertionError(f"no node took {text!r}")
+        done.executed.append((node, CL.value_to_name[cl], text))
+    return done
+
+
+def _concurrent_workload(sessions: dict[int, Any], ks: str, count: int, seed: int,
+                         cover: Sequence[str], workers: int) -> Workload:
+    """run_ring_workload with `workers` statements in flight (every node up)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cassandra import ConsistencyLevel as CL
+    from cassandra import Unavailable, WriteTimeout
+    from cassandra.query import SimpleStatement
+
+    rng = random.Random(seed)
+    plan = [(rng.choice(list(sessions)), rng.choice([CL.ONE, CL.QUORUM, CL.ALL]), text)
+            for text in draw_statements(ring_statement(ks), count, cover)]
+
+    def execute(step: tuple[int, int, str]) -> bool:
+        node, cl, text = step
+        try:
+            sessions[node].execute(SimpleStatement(text, consistency_level=cl), timeout=30)
+            return True
+        except (Unavailable, WriteTimeout):  # landed or not: SELECT at ALL is the truth
+            return False
+
+    # Lightweight transactions go one at a time, alone: two at once on one partition
+    # contend, and Paxos answers "result unknown" (seen with four in flight)
+    taken: list[bool] = []
+    with ThreadPoolExecutor(workers) as pool:
+        start = 0
+        for end in [i for i, (_n, _cl, text) in enumerate(plan) if _is_lwt(text)] + [len(plan)]:
+            taken += pool.map(execute, plan[start:end])
+            taken += [execute(plan[end])] if end < len(plan) else []
+            start = end + 1
+    return Workload([(node, CL.value_to_name[cl], text) for node, cl, text in plan],
+                    taken.count(False))
+
+
+def _is_lwt(text: str) -> bool:
+    return " IF NOT EXISTS" in text or " IF v_int" in text
+
+
+def check_events(bootstrap: str, prefix: str, truth: Any, tables: dict[str, TableSchema],
+                 min_rows: int = 5) -> dict[str, int]:
+    """The three checks of every RF=3 scenario; returns events per table.
+
+    For every primary key the last event's `after` (or its absence after a `d`) equals
+    `SELECT` at ALL; no event shows no visible change; every event's `before` equals the
+    previous `after` of its key. An event repeated whole (same change, same source
+    position) is a replay after a restart, which at-least-once allows: counted once.
+    """
+    problems: list[str] = []
+    counts = {}
+    for name, table in tables.items():
+        events = without_replays(read_events(bootstrap, f"{prefix}.{table.keyspace}.{name}"))
+        counts[name] = len(events)
+        got, want = final_rows(events), oracle_rows(truth, table)
+        assert len(want) >= min_rows, f"{name}: only {len(want)} rows to compare"
+        for key in sorted(got.keys() | want.keys()):
+            if got.get(key) != want.get(key):
+                problems.append(f"{name} {key}: events {canonical(got.get(key))} != "
+                                f"select at ALL {canonical(want.get(key))}")
+        last: dict[str, Any] = {}
+        for p, o, key, value in sorted(events, key=lambda e: (e[0], e[1])):
+            if value is None:
+                continue  # the tombstone after a delete
+            k = canonical(key)
+            # as JSON text: 0.0 and -0.0 are two CQL values (SELECT shows them apart) that
+            # Python's == calls equal
+            if canonical(value["before"]) == canonical(value["after"]):
+                problems.append(f"{name} {k} @{p}/{o}: {value['op']} with no visible change")
+            if value["before"] != last.get(k):
+                problems.append(f"{name} {k} @{p}/{o}: before {canonical(value['before'])} "
+                                f"!= the previous after {canonical(last.get(k))}")
+            last[k] = value["after"]
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:10])
+    return counts
+
+
+def without_replays(events: list[tuple[int, int, dict, dict | None]]
+                     ) -> list[tuple[int, int, dict, dict | None]]:
+    """The events with repeats of an earlier event of the same key left out (a replayed
+    micro-batch or task writes the same events again, tombstones included; a re-run task
+    may keep another replica's copy of a record, so which copy made the event is left out
+    of the comparison)."""
+    seen: set[str] = set()
+    out = []
+    for p, o, key, value in sorted(events, key=lambda e: (e[0], e[1])):
+        if value is None:
+            if out and out[-1][3] is not None and out[-1][2] == key:
+                out.append((p, o, key, value))  # the tombstone right after a kept delete
+            continue
+        source = {k: v for k, v in value["source"].items() if k not in COPY_FIELDS}
+        ident = canonical([key, {k: v for k, v in value.items() if k != "ts_ms"}
+                           | {"source": source}])
+        if ident not in seen:
+            seen.add(ident)
+            out.append((p, o, key, value))
+    return out
+
+
+def job_caught_up(checkpoint: Path, bootstrap: str, topic_start: str) -> bool:
+    """The job's last committed micro-batch reached the end of every partition of the raw
+    topics whose names start with `topic_start` (its events are written: a batch commits
+    after its sink)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from materializer.checkpoint_log import last_commit, parse_offset_log
+
+    batch = last_commit(checkpoint)
+    if batch is None:
+        return False
+    _conf, sources = parse_offset_log((checkpoint / "offsets" / str(batch)).read_text())
+    done = sources[0] or {}
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ring-caught-up",
+                         "enable.auto.commit": False})
+    try:
+        topics = consumer.list_topics(timeout=10).topics
+        for name, meta in topics.items():
+            if not name.startswith(topic_start):
+                continue
+            for p in meta.partitions:
+                _low, high = consumer.get_watermark_offsets(TopicPartition(name, p), timeout=10)
+                if done.get(name, {}).get(str(p), 0) < high:
+                    return False
+        return True
+    finally:
+        consumer.close()
+
+
+def no_hints_left(ring: StackSettings) -> bool:
+    """No node of the ring holds a hint file."""
+    return not any(any(node.cassandra_dir.joinpath("hints").glob("*.hints"))
+                   for node in ring.all_nodes())
+
+
+def nodetool_each(calls: list[tuple]) -> None:
+    """`nodetool` on several nodes side by side (each call starts a JVM: ~4 s)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        list(pool.map(lambda call: cassandra.nodetool(*call), calls))
+
+
+def write_probe(session, ks: str, level: str) -> bool:
+    """Whether a write at `level` through `session`'s node is taken (False: Unavailable, the
+    node holds too few replicas up; nothing is written then)."""
+    from cassandra import ConsistencyLevel, Unavailable
+    from cassandra.cluster import NoHostAvailable
+    from cassandra.query import SimpleStatement
+
+    try:
+        session.execute(SimpleStatement(f"INSERT INTO {ks}.probe (k) VALUES (0)",
+                                        consistency_level=getattr(ConsistencyLevel, level)),
+                        timeout=10)
+        return True
+    except Unavailable:
+        return False
+    except NoHostAvailable as exc:  # a pinned session's one host answered Unavailable
+        if all(isinstance(e, Unavailable) for e in exc.errors.values()):
+            return False
+        raise
+
+
+def events_so_far(bootstrap: str, topic: str) -> list:
+    """The event values in `topic` now ([] while the topic does not exist yet)."""
+    try:
+        return [v for *_, v in read_events(bootstrap, topic, 5)]
+    except AssertionError:
+        return []
+
+
+def raw_records(env: dict, ks: str, table: str) -> list[dict]:
+    """Every raw record of a table's topic in a ring test's `env`, decoded."""
+    topic = f"{env['prefix']}.raw.{ks}.{table}"
+    return [read_row_update(m.value()) for m in read_to_end(env["ring"].bootstrap_servers,
+                                                            topic)
+            if not is_heartbeat(m.value())]

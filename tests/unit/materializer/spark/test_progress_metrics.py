@@ -1,0 +1,97 @@
+"""Spark progress reports → materializer metrics (the integration test checks real reports)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from materializer.spark.progress import ProgressMetrics
+from shared.metrics import Registry
+
+
+def report(batch: int, rows: int, ts: str, end: int, latest: int) -> dict[str, Any]:
+    return {"name": "casscade_materializer", "batchId": batch, "timestamp": ts,
+            "numInputRows": rows, "processedRowsPerSecond": rows / 2.0,
+            "durationMs": {"triggerExecution": 2000},
+            "sources": [{"description": "KafkaV2[SubscribePattern[p\\.raw\\..+]]",
+                         "endOffset": {"p.raw.ks.t": {"0": end, "1": end}},
+                         "latestOffset": {"p.raw.ks.t": {"0": latest, "1": end}}}],
+            "sink": {"numOutputRows": rows + 1}}
+
+
+def test_new_reports_are_counted_once_and_idle_reports_add_nothing() -> None:
+    registry = Registry()
+    m = ProgressMetrics(registry)
+    first = [report(0, 100, "2026-11-22T10:00:00.000Z", 50, 80),
+             report(1, 40, "2026-11-22T10:00:02.000Z", 70, 75)]
+    assert m.observe_new(first) == 2
+    # Spark's window repeats old reports; an idle report repeats the batch id with no rows
+    idle = report(1, 0, "2026-11-22T10:00:12.000Z", 75, 75)
+    assert m.observe_new([*first, idle]) == 1
+    assert m.input_rows.get() == 140 and m.batches.get() == 2
+    assert m.output_rows.get() == 142
+    assert m.rate.get() == 20.0  # the last batch that read rows, not the idle report
+    assert m.lag.get() == 0 and m.last_batch_id.get() == 1
+    text = registry.render()
+    assert "casscade_materializer_input_rows_total 140" in text
+    assert "casscade_materializer_kafka_offsets_behind_latest 0" in text
+
+
+class _Row(dict):
+    """What a progress object's observed metrics are in PySpark: a Row (asDict)."""
+
+    def asDict(self) -> dict[str, Any]:
+        return dict(self)
+
+
+def test_partition_store_counts_come_from_observed_metrics() -> None:
+    """The merge counts the copies it dropped and the stores' keys as observed metrics, in
+    a report's JSON (dict) or a progress object (Row)."""
+    m = ProgressMetrics(Registry())
+    r = report(3, 90, "2026-11-22T10:00:00.000Z", 10, 10)
+    r["observedMetrics"] = {"partition_state": {"copies_in": 90, "copies_dropped": 58,
+                                                "store_keys": 700}}
+    m.observe(r)
+    r2 = report(4, 30, "2026-11-22T10:00:02.000Z", 10, 10)
+    r2["observedMetrics"] = {"partition_state": _Row(copies_in=30, copies_dropped=20,
+                                                     store_keys=750)}
+    m.observe(r2)
+    m.observe({**r2, "numInputRows": 0, "timestamp": "2026-11-22T10:00:09.000Z"})  # idle
+    assert m.copies_dropped.get() == 78 and m.store_keys.get() == 750
+
+
+def test_lag_sums_every_partition_behind_its_latest_offset() -> None:
+    m = ProgressMetrics(Registry())
+    m.observe(report(3, 5, "2026-11-22T10:00:00.000Z", 10, 25))
+    assert m.lag.get() == 15
+    assert m.status()["last_progress"]["batchId"] == 3
+
+
+def test_driver_health_turns_503_once_the_query_stopped() -> None:
+    """The CLI's /health wiring: a running query is healthy, a stopped one is not."""
+    import json
+    import socket
+    from types import SimpleNamespace
+
+    from materializer.cli import _serve
+    from materializer.settings import MaterializerConfig
+
+    from support.services import http_get
+
+    def health(port: int) -> tuple[int, str]:
+        code, body = http_get(port, "/health")
+        return code, json.loads(body)["status"]
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = MaterializerConfig()
+    cfg.http.port = port
+    query = SimpleNamespace(isActive=True)
+    server = _serve(cfg, [query], ProgressMetrics(Registry()))
+    try:
+        assert health(port) == (200, "ok")
+        query.isActive = False  # the query ended (failed, or was stopped)
+        assert health(port) == (503, "stalled")
+    finally:
+        server.shutdown()
+        server.server_close()
