@@ -52,9 +52,9 @@ class SparkSettings:
     trigger_interval_ms: int = 1000
     # replica copies whose digest and mutation id a partition store saw in the same slot
     # of this many seconds are dropped before the merge (a digest is kept for 0 s to one
-    # window); a later copy merges harmlessly. 0: off. Raw format 4's mutation id keeps a
-    # mutation's records together and carries its write time, which sets its place in a
-    # batch whichever of its copies are there (keep it 0 while format-2/3 publishers run)
+    # window); a later copy merges harmlessly. 0: off. The mutation id keeps a mutation's
+    # records together and carries its write time, which sets its place in a batch
+    # whichever of its copies are there
     dedupe_window_s: int = 120
     # a partition of more than twice this many rows keeps them in pages of this many, so a
     # batch reads and writes only the pages it can change; may change between runs

@@ -10,12 +10,10 @@ from typing import Any
 
 import fastavro
 
-# The leading byte of every raw-topic value: 4 (what this version writes) = the byte, the
-# copy digest, the mutation id (DIGEST_SIZE bytes each), the Avro RowUpdate; 3 (still read)
-# = the same with an id that is all hash; 2 (still read) = the byte, the copy digest, the
-# Avro; 1 (still read) = the byte, the Avro.
+# The leading byte of every raw-topic value: 4 = the byte, the copy digest, the mutation id
+# (DIGEST_SIZE bytes each), the Avro RowUpdate. Formats 1-3 came before casscade's first
+# release and are not read.
 FORMAT_VERSION = 4
-READ_VERSIONS = (1, 2, 3, 4)
 # The copy digest: BLAKE2b-128 of the Avro bytes before the trailing `source` block.
 # Replicas' copies of one write are byte-identical there (the coordinator fixes timestamps,
 # TTLs and local deletion/expiration times before it sends the mutation; a hint replays
@@ -34,14 +32,12 @@ READ_VERSIONS = (1, 2, 3, 4)
 DIGEST_SIZE = 16
 TIME_SIZE = 8
 _TIME_BIAS = 1 << 63
-_HEADER = {1: 1, 2: 1 + DIGEST_SIZE, 3: 1 + 2 * DIGEST_SIZE, 4: 1 + 2 * DIGEST_SIZE}
-DIGEST_VERSIONS = (2, 3, 4)  # the format versions that carry the copy digest at byte 1
-# What makes two raw values copies of one record, at byte 1: the copy digest and, from
-# format 3, the mutation id after it. The same record content can belong to two mutations
-# (a statement run alone and again inside a batch, one USING TIMESTAMP, one second): those
-# are two records, each part of its own change, and neither may stand in for the other.
-COPY_KEY_SIZE = {2: DIGEST_SIZE, 3: 2 * DIGEST_SIZE, 4: 2 * DIGEST_SIZE}
-_MUTATION_BYTES = (b"\x03", b"\x04")  # ... and the mutation id after it
+HEADER_SIZE = 1 + 2 * DIGEST_SIZE  # where the Avro RowUpdate starts
+# What makes two raw values copies of one record, at byte 1: the copy digest and the
+# mutation id after it. The same record content can belong to two mutations (a statement
+# run alone and again inside a batch, one USING TIMESTAMP, one second): those are two
+# records, each part of its own change, and neither may stand in for the other.
+COPY_KEY_SIZE = 2 * DIGEST_SIZE
 VERSION_BYTE = bytes([FORMAT_VERSION])
 MIN_TS = -(1 << 63)
 KINDS = ["ROW", "STATIC_ROW", "PARTITION_DELETION", "RANGE_TOMBSTONE", "SNAPSHOT_ROW"]
@@ -155,27 +151,23 @@ def frame(content: bytes, source: bytes, record: dict[str, Any],
 
 
 def avro_start(value: bytes) -> int:
-    """Where the Avro RowUpdate starts in a raw-topic value of a known format version."""
-    start = _HEADER.get(value[0]) if value else None
-    if start is None:
+    """Where the Avro RowUpdate starts in a raw-topic value; a RecordFormatError naming the
+    version byte of any other format."""
+    if value[:1] != VERSION_BYTE or len(value) <= HEADER_SIZE:
         raise RecordFormatError(f"unknown RowUpdate format version "
-                                f"{value[0] if value else None} (reads {READ_VERSIONS})")
-    return start
+                                f"{value[0] if value else None} (reads {FORMAT_VERSION})")
+    return HEADER_SIZE
 
 
-def mutation_of_value(value: bytes) -> bytes | None:
-    """The mutation id a raw-topic value carries (formats 3, 4); None for older formats."""
-    if value[:1] in _MUTATION_BYTES and len(value) > _HEADER[3]:
-        return value[1 + DIGEST_SIZE:_HEADER[3]]
-    return None
+def mutation_of_value(value: bytes) -> bytes:
+    """The mutation id a raw-topic value carries."""
+    return value[1 + DIGEST_SIZE:HEADER_SIZE]
 
 
-def mutation_time_of_value(value: bytes) -> int | None:
-    """The newest write time of the mutation a raw-topic value belongs to (format 4)."""
-    if value[:1] == VERSION_BYTE and len(value) > _HEADER[4]:
-        start = 1 + DIGEST_SIZE
-        return int.from_bytes(value[start:start + TIME_SIZE], "big") - _TIME_BIAS
-    return None
+def mutation_time_of_value(value: bytes) -> int:
+    """The newest write time of the mutation a raw-topic value belongs to."""
+    start = 1 + DIGEST_SIZE
+    return int.from_bytes(value[start:start + TIME_SIZE], "big") - _TIME_BIAS
 
 
 # ---- a hand-specialised writer for this one schema ------------------------------------------
@@ -330,19 +322,13 @@ def encode_source(src: dict[str, Any]) -> bytes:
 
 
 def digest_of(value: bytes) -> bytes:
-    """The copy digest of a raw-topic value (computed for format 1, which carries none)."""
-    if value and value[0] in DIGEST_VERSIONS:
-        return value[1:1 + DIGEST_SIZE]
-    avro = value[avro_start(value):]
-    size = len(encode_source(decode(value)["source"]))
-    return blake2b(avro[:len(avro) - size], digest_size=DIGEST_SIZE).digest()
+    """The copy digest of a raw-topic value."""
+    return value[1:1 + DIGEST_SIZE]
 
 
-def copy_key_of(value: bytes) -> bytes | None:
-    """What a raw-topic value's copies share (COPY_KEY_SIZE bytes after the version byte);
-    None for format 1, whose records stand for themselves."""
-    size = COPY_KEY_SIZE.get(value[0]) if value else None
-    return value[1:1 + size] if size else None
+def copy_key_of(value: bytes) -> bytes:
+    """What a raw-topic value's copies share (COPY_KEY_SIZE bytes after the version byte)."""
+    return value[1:1 + COPY_KEY_SIZE]
 
 
 def decode(value: bytes) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from shared.rowupdate import KINDS, RecordFormatError, avro_start
 
 
 def read_row_update(value: bytes) -> dict[str, Any]:
-    """The RowUpdate dict of one raw-topic value (format 1, 2 or 3)."""
+    """The RowUpdate dict of one raw-topic value."""
     start = avro_start(value)
     try:
         rec, end = _reader(value, start)

@@ -8,16 +8,14 @@ any arrival order and any duplication of the same records gives the same events)
 compare the touched rows' images before and after each mutation.
 
 One mutation is one change. The publisher splits a commit log mutation into single-row
-records that share a mutation id (raw format 4: the update's newest write time and a digest
-of its content, the same on every replica); Cassandra applies a mutation atomically, so no
-reader ever sees it half applied (an INSERT of a static and a regular column never shows
-the static-only row between the two). Its records are applied together and compared once,
+records that share a mutation id (the update's newest write time and a digest of its
+content, the same on every replica); Cassandra applies a mutation atomically, so no reader
+ever sees it half applied (an INSERT of a static and a regular column never shows the
+static-only row between the two). Its records are applied together and compared once,
 whichever replicas the copies in the batch came from (the copy dedupe may keep one record's
 copy from one replica and the next record's from another), in the order of the mutations'
-write times from their ids. Older formats: format 3 orders by the records present, and
-formats 1 and 2 group by source host, segment and position. Mutations with the same write
-time are concurrent to Cassandra (its tie rules settle them, not their order), so they too
-are one change.
+write times from their ids. Mutations with the same write time are concurrent to Cassandra
+(its tie rules settle them, not their order), so they too are one change.
 Limitation: a mutation whose records straddle two micro-batches is compared per part, as
 two changes (not rare when a record limit per batch slices a small topic thin).
 """
@@ -206,17 +204,12 @@ def from_snapshot(rec: dict[str, Any]) -> bool:
     return source is not None and source["file"].startswith("snapshot:")
 
 
-def mutation_of(rec: dict[str, Any], raw: bytes) -> bytes | tuple[str, int, int] | None:
-    """The commit log mutation a live record was split from: its mutation id (formats 3, 4),
-    else (host, segment id, position); None for a snapshot record or one without a source
-    (a group of its own)."""
-    source = rec.get("source")
-    if source is None or from_snapshot(rec):
+def mutation_of(rec: dict[str, Any], raw: bytes) -> bytes | None:
+    """The id of the commit log mutation a live record was split from; None for a snapshot
+    record or one without a source (a group of its own)."""
+    if rec.get("source") is None or from_snapshot(rec):
         return None
-    mutation = mutation_of_value(raw)
-    if mutation is not None:
-        return mutation
-    return source["host"], source["segment_id"], source["position"]
+    return mutation_of_value(raw)
 
 
 def mutation_groups(records: Iterable[Item]) -> list[list[Item]]:
@@ -227,7 +220,7 @@ def mutation_groups(records: Iterable[Item]) -> list[list[Item]]:
     if len(items) == 1:
         return [items]  # one record (the usual case at one change per key): one group
     groups: list[list[Item]] = []
-    by_mutation: dict[bytes | tuple[str, int, int], list[Item]] = {}
+    by_mutation: dict[bytes, list[Item]] = {}
     for item in items:
         mutation = mutation_of(*item)
         if mutation is None:
@@ -260,14 +253,13 @@ def mutation_groups(records: Iterable[Item]) -> list[list[Item]]:
 def _group_order(group: list[Item]) -> tuple:
     # Snapshot records (each a group of its own) first, static columns before rows, so a
     # read shows the whole row: they are the base the live writes change. Then write-time
-    # order: the mutation's newest write time, from its id (format 4: the same whichever of
-    # its records and copies the batch holds), else the newest of the records present, as
-    # `record_timestamp` takes a record's newest (a one-record group sorts exactly as that
-    # record did). Ties by the mutation id, then the records' bytes.
+    # order: the mutation's newest write time, from its id (the same whichever of its
+    # records and copies the batch holds); a group of one record without a mutation (see
+    # `mutation_of`) by its own newest, as `record_timestamp` takes it. Ties by the
+    # mutation id, then the records' bytes.
     rec, raw = group[0]
     snap = from_snapshot(rec)
-    newest = None if snap else mutation_time_of_value(raw)
-    if newest is None:
-        newest = max(record_timestamp(r) for r, _raw in group)
-    return (not snap, snap and rec["kind"] != "STATIC_ROW", newest,
-            mutation_of_value(raw) or b"", [raw for _rec, raw in group])
+    mutation = mutation_of(rec, raw)
+    newest = record_timestamp(rec) if mutation is None else mutation_time_of_value(raw)
+    return (not snap, snap and rec["kind"] != "STATIC_ROW", newest, mutation or b"",
+            [raw for _rec, raw in group])

@@ -12,8 +12,7 @@ import gc
 import pickle
 from typing import Any
 
-STATE_FORMAT = 2  # written; 1 (before pages) is still read: the same, without a page index
-READABLE_FORMATS = (1, 2)
+STATE_FORMAT = 2  # (1, before pages, came before casscade's first release: not read)
 NO_TIME = None
 
 Deletion = tuple[int, int | None]  # (marked_for_delete_at µs, local_deletion_time s)
@@ -105,7 +104,7 @@ class PartitionState:
     @classmethod
     def loads(cls, data: bytes) -> PartitionState:
         """Inverse of dumps; refuses an unknown format byte."""
-        if not data or data[0] not in READABLE_FORMATS:
+        if not data or data[0] != STATE_FORMAT:
             raise ValueError(f"unknown partition state format {data[:1]!r}")
         # A wide partition is hundreds of thousands of small acyclic objects: the cyclic
         # collector would scan them over and over while they are built (measured: half of
@@ -119,8 +118,7 @@ class PartitionState:
             state.static = RowState.from_tuple(static) if static else None
             state.rows = rows_from_tuples(rows)
             state.evaluated_at, state.next_expiry, state.last_purge = body[4], body[5], body[6]
-            if data[0] >= 2:  # format 1 (written before pages) has no page index
-                state.pages, state.next_page = body[7], body[8]
+            state.pages, state.next_page = body[7], body[8]
         finally:
             if enabled:
                 gc.enable()

@@ -38,7 +38,7 @@ from materializer.rules.pages import DEFAULT_PAGE_ROWS
 from materializer.spark.progress import PARTITION_METRICS
 from materializer.store.partition_store import PartitionStore, partition_path
 from shared.heartbeat import HEARTBEAT_BYTE
-from shared.rowupdate import COPY_KEY_SIZE  # rowupdate.copy_key_of, inlined: per copy
+from shared.rowupdate import COPY_KEY_SIZE, VERSION_BYTE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -51,6 +51,7 @@ METRICS = PARTITION_METRICS  # the name of the query's observed metrics
 TASK_SCHEMA = ("topic STRING, key BINARY, value BINARY, copies_in LONG, copies_dropped LONG,"
                " store_keys LONG, stores LONG, stores_restored LONG, writes_restored LONG")
 _COUNTS = (None,) * 6  # an event row's count columns
+_COPY_KEY_END = 1 + COPY_KEY_SIZE  # rowupdate.copy_key_of, inlined: it runs per copy
 STATE_DIR = "partition-state"  # under the checkpoint
 _ENTRY = struct.Struct(">qH")  # next expiry (ms, -1: none), length of the schema hash
 _CHUNK = 5_000  # output rows per Arrow batch
@@ -233,8 +234,8 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
                 if value and value[0] == HEARTBEAT_BYTE:  # its partition's store is open:
                     copies_in -= 1  # that was its work (the expiries below)
                     continue
-                size = COPY_KEY_SIZE.get(value[0]) if value else None
-                if size and not first_copy(value[1:1 + size]):
+                # (a value of another format goes on, to the dead-letter topic)
+                if value[:1] == VERSION_BYTE and not first_copy(value[1:_COPY_KEY_END]):
                     dropped += 1
                     continue
                 by_key.setdefault((topic, part, pk), []).append(RawRecord(value, part, offset))

@@ -194,8 +194,8 @@ class PartitionStore:
                 f"{self.path} matched its changelog up to position {mark}, but the changelog "
                 f"ends at {end}: it was deleted or truncated, and the state it held is gone "
                 "from Kafka (replay the raw topics into a new checkpoint)")
-        if mark is None and end == 0:
-            return self._seed(changelog)
+        if mark is None and end == 0 and self._empty():
+            return 0  # a new store of a new partition
         if mark is not None and time.time() * 1000 - marked_ms > CATCH_UP_WITHIN_MS:
             mark = None  # too old to catch up safely
         if mark is None:  # new on this machine, cut short, or too old: the changelog has it all
@@ -216,21 +216,14 @@ class PartitionStore:
                  f"{time.monotonic() - started:.2f} s)")
         return count
 
-    def _seed(self, changelog: Changelog) -> int:
-        """Write a store that has no changelog yet (made before the changelog was) to it."""
+    def _empty(self) -> bool:
+        """Whether the RocksDB holds no key at all (a store with writes but no mark was
+        never closed: what it holds never reached the changelog, and is rebuilt)."""
         it = self._db.iter()
         it.seek_to_first()
-        count = 0
-        while it.valid():
-            if it.key()[:1] in (_ENTRY, _EXPIRY, _META):
-                changelog.write(it.key(), it.value())
-                count += 1
-            it.next()
+        empty = not it.valid()
         del it
-        if count:
-            log.warning(f"{self.path}: a store without a changelog; {count} writes copied "
-                        "to a new one")
-        return 0
+        return empty
 
     def _put(self, key: bytes, value: bytes) -> None:
         self._db.put(key, value)

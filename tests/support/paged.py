@@ -10,7 +10,7 @@ from materializer.rules.merge import Merger
 from materializer.rules.model import PartitionState, rows_from_bytes
 from materializer.rules.pages import attach, pages_to_load, store
 
-from support.records import ORDER, TABLE
+from support.records import ORDER, TABLE, published
 
 
 def detector() -> ChangeDetector:
@@ -33,7 +33,7 @@ class Paged:
         attach(state, self.loaded, [self.pages.get(p) for p in self.loaded], "test")
         proc = detector()
         changes = (proc.expire(state, now_s) if records is None
-                   else proc.process(state, [(r, repr(r).encode()) for r in records], now_s))
+                   else proc.process(state, published(records), now_s))
         self.entry, writes = store(state, ORDER, now_s, self.page_rows)
         for pid, blob in writes.items():
             if blob is None:

@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from materializer.rules.clustering import ClusteringOrder
+from shared import rowupdate
 from shared.schema import table_from_json
 
 TABLE = table_from_json({
@@ -86,3 +87,29 @@ def record_st(draw: Any) -> dict[str, Any]:
         rec["complex_deletions"] = [{"column": "b", "marked_for_delete_at": draw(ts_st),
                                      "local_deletion_time": NOW}]
     return rec
+
+
+# what a publisher adds to a record of partition 2 of TABLE
+PUBLISHED = {"table_id": TABLE.id.bytes, "keyspace": "ks", "table": "t",
+             "schema_hash": TABLE.schema_hash, "partition_key": i32(2)}
+
+
+def published(records: list[dict[str, Any]]) -> list[tuple[dict[str, Any], bytes]]:
+    """Each record with the raw value its publisher writes: records that share a source
+    (host, segment, position) are one mutation, encoded together so they share its id; a
+    record without a source stands alone (its bytes then only break ties)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, rec in enumerate(records):
+        src = rec.get("source")
+        key = (src["host"], src["segment_id"], src["position"]) if src else ("alone", i)
+        groups.setdefault(key, []).append(i)
+    raws: list[bytes] = [b""] * len(records)
+    for key, members in groups.items():
+        if key[0] == "alone":
+            raws[members[0]] = repr(records[members[0]]).encode()
+            continue
+        members.sort(key=lambda i: records[i]["source"]["index"])  # in split order
+        encoded = rowupdate.encode_update([records[i] | PUBLISHED for i in members])
+        for i, raw in zip(members, encoded, strict=True):
+            raws[i] = raw
+    return list(zip(records, raws, strict=True))

@@ -23,17 +23,15 @@ from shared import rowupdate
 
 from support.mutations import (
     HOSTS,
-    TABLE,
     body,
     handler,
-    i32,
     key,
     mutation,
     row,
     run,
 )
 from support.paged import Paged
-from support.records import NOW, ORDER, record_st
+from support.records import NOW, ORDER, PUBLISHED, published, record_st
 
 # INSERT INTO t (p, c, s, v) VALUES (2, 1, 'st', 'val'): a static row and a row, one mutation
 INSERT = (body("STATIC_ROW", s="st"), body("ROW", 1, v="val", insert=True))
@@ -84,10 +82,6 @@ def test_a_mutations_records_from_different_replicas_are_still_one_change() -> N
     assert rowupdate.mutation_of_value(mixed[0]) == rowupdate.mutation_of_value(mixed[1])
     events, _ = run(handler(), mixed)
     assert events == [(key(1), "c", None, row(1, "st", "val"))]
-    # format 2 carries no mutation id: its records group by host and position, as before
-    old = [b"\x02" + v[1:1 + rowupdate.DIGEST_SIZE] + v[1 + 2 * rowupdate.DIGEST_SIZE:]
-           for v in mutation(10, *INSERT)]
-    assert run(handler(), old)[0] == events
 
 
 def test_a_static_only_partition_shows_its_row_until_a_later_mutation_writes_a_row() -> None:
@@ -175,7 +169,7 @@ def flat(copies: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 def changes(proc: ChangeDetector, state: PartitionState, records: list[dict[str, Any]],
             now: int = NOW) -> list:
-    return proc.process(state, [(r, repr(sorted(r.items())).encode()) for r in records], now)
+    return proc.process(state, published(records), now)
 
 
 @settings(max_examples=120, deadline=None)
@@ -230,17 +224,13 @@ def test_pages_give_the_same_events_for_grouped_mutations(batches: list) -> None
 
 
 def as_published(copies: list[list[dict[str, Any]]]) -> list[list[tuple[dict, bytes]]]:
-    """Each copy's records with the raw values its publisher writes (format 3: the records
-    of one mutation share a mutation id)."""
+    """Each copy's records with the raw values its publisher writes (the records of one
+    mutation share a mutation id)."""
     out = []
     for records in copies:
         full = [rec | PUBLISHED for rec in records]
         out.append(list(zip(full, rowupdate.encode_update(full), strict=True)))
     return out
-
-
-PUBLISHED = {"table_id": TABLE.id.bytes, "keyspace": "ks", "table": "t",
-             "schema_hash": TABLE.schema_hash, "partition_key": i32(2)}
 
 
 @settings(max_examples=150, deadline=None)

@@ -236,10 +236,10 @@ def test_state_round_trips_and_refuses_foreign_bytes() -> None:
         PartitionState.loads(b"\x09" + state.dumps()[1:])
     with pytest.raises(pickle.UnpicklingError):
         PartitionState.loads(bytes([STATE_FORMAT]) + pickle.dumps(ValueError("x")))
-    # format 1, written before row pages (7 fields, no page index), is still read
+    # format 1, written before row pages (never released), is refused
     body = (None, None, [], {(i32(1),): ((5, 0, None), None, {}, {})}, 0, None, 0)
-    old = PartitionState.loads(b"\x01" + pickle.dumps(body))
-    assert list(old.rows) == [(i32(1),)] and old.pages == [] and old.next_page == 1
+    with pytest.raises(ValueError, match="unknown partition state format"):
+        PartitionState.loads(b"\x01" + pickle.dumps(body))
 
 
 def test_desc_clustering_and_prefix_bounds() -> None:

@@ -220,14 +220,19 @@ def test_a_store_left_too_long_is_rebuilt_not_caught_up(tmp_path, monkeypatch) -
     s.close()
 
 
-def test_a_store_made_before_its_changelog_seeds_it(tmp_path) -> None:
+def test_writes_that_never_reached_the_changelog_are_dropped(tmp_path) -> None:
+    # a store written without a changelog (or cut short before its first close) holds
+    # writes no other executor can see: with an empty changelog it starts again empty
     s = PartitionStore(tmp_path / "a", 0, 0, 0)
     s.put(b"k", b"v0")
     s.close()
     changelog = ListChangelog()
-    PartitionStore(tmp_path / "a", 1, 0, 0, changelog).close()
-    s = PartitionStore(tmp_path / "b", 2, 0, 0, changelog)
-    assert s.get(b"k") == b"v0"
+    s = PartitionStore(tmp_path / "a", 1, 0, 0, changelog)
+    assert s.get(b"k") is None and s.restored == 0
+    s.put(b"k", b"v1")
+    s.close()
+    s = PartitionStore(tmp_path / "b", 2, 0, 0, changelog)  # another executor
+    assert s.get(b"k") == b"v1"
     s.close()
 
 
