@@ -4,12 +4,16 @@ Each stage declares its settings as nested dataclasses. `load(Model, path, overr
 reads the YAML file (optional), applies `CASSCADE_<SECTION>__<KEY>` environment variables
 (double underscore between levels, e.g. `CASSCADE_KAFKA__BOOTSTRAP_SERVERS`), then the
 `section.key=value` overrides given on the command line (`--set`), converting each value to
-the field's type. Unknown keys are errors, so a typo never silently falls back to a default.
+the field's type. Unknown keys are errors, so a typo never silently falls back to a default;
+an environment variable that names no setting is logged and ignored (both stages may share
+an environment). Below a mapping setting (Kafka client options) the rest of the dotted
+name is one key: `--set kafka.producer.linger.ms=5`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 import types
@@ -20,6 +24,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 ENV_PREFIX = "CASSCADE_"
 
@@ -41,27 +46,37 @@ def load(model: type[T], path: Path | str | None = None,
             raise ConfigError(f"config file {path} must hold a mapping")
         data = loaded
     env = os.environ if env is None else env
-    for key, value in env.items():
+    for key, value in sorted(env.items()):
         if key.startswith(ENV_PREFIX) and "__" in key:
-            dotted = key[len(ENV_PREFIX):].lower().replace("__", ".")
-            if _has_path(model, dotted.split(".")):
-                _set_path(data, dotted.split("."), value)
+            parts = _split(model, key[len(ENV_PREFIX):].lower().split("__"))
+            if parts is None:  # another stage's setting in a shared environment, or a typo
+                log.warning(f"{key} names no setting of this command; ignored")
+            else:
+                _set_path(data, parts, value)
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"override {item!r} is not section.key=value")
         dotted, value = item.split("=", 1)
-        _set_path(data, dotted.strip().split("."), value)
+        parts = dotted.strip().split(".")
+        _set_path(data, _split(model, parts) or parts, value)  # unknown: _build names it
     return _build(model, data, "")
 
 
-def _has_path(model: type, parts: list[str]) -> bool:
+def _split(model: type, parts: list[str]) -> list[str] | None:
+    """`parts` as a path through `model`'s sections; below a mapping setting (Kafka client
+    options: `kafka.producer.linger.ms`) the rest is one key. None: no such setting."""
     hints = typing.get_type_hints(model)
     if parts[0] not in hints:
-        return False
+        return None
     if len(parts) == 1:
-        return True
+        return parts
     inner = hints[parts[0]]
-    return dataclasses.is_dataclass(inner) and _has_path(inner, parts[1:])
+    if dataclasses.is_dataclass(inner):
+        rest = _split(inner, parts[1:])  # type: ignore[arg-type]
+        return None if rest is None else [parts[0], *rest]
+    if typing.get_origin(inner) in (dict, Mapping):
+        return [parts[0], ".".join(parts[1:])]
+    return None
 
 
 def _set_path(data: dict[str, Any], parts: list[str], value: Any) -> None:
@@ -114,7 +129,14 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
         return {str(k): str(v) for k, v in value.items()}
     if origin in (list, tuple):
+        if isinstance(value, str) and value.strip().startswith("["):  # [a, b]: YAML
+            try:
+                value = yaml.safe_load(value)
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"{where}: {value!r} is not a YAML list") from exc
         items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, list | tuple):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
         return [_convert(typing.get_args(hint)[0], v, where) for v in items]
     if isinstance(value, Mapping):
         raise ConfigError(f"{where}: expected a {getattr(hint, '__name__', hint)}, "

@@ -9,13 +9,24 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+FORMATS = ("json", "text")
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
 
 @dataclass
 class LogSettings:
     """Log level and format (json or text): the `log` section of every stage's config."""
 
-    level: str = "INFO"
-    format: str = "json"
+    level: str = "INFO"  # DEBUG, INFO, WARNING, ERROR
+    format: str = "json"  # json (one object per line) or text
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise ValueError(f"log.format must be one of {', '.join(FORMATS)}, "
+                             f"not {self.format!r}")
+        if self.level.upper() not in LEVELS:
+            raise ValueError(f"log.level must be one of {', '.join(LEVELS)}, "
+                             f"not {self.level!r}")
 
 
 _RESERVED = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
