@@ -1,6 +1,6 @@
 """From `casscade materializer run` to its first change event, on a warm machine.
 
-FIRST_CHANGES changes, each as three replicas' copies (bench_rf3's input shape), wait in a
+FIRST_CHANGES changes, each as three replicas' copies (rf3_copies' input shape), wait in a
 raw topic; the job starts as an operator starts it (`python -m casscade.cli materializer
 run`, local[2], spark.class_archive_dir set, its own checkpoint) and a consumer of the
 event topic takes the time of the first event. The job runs FIRST_ROUNDS times after a
@@ -16,9 +16,9 @@ import time
 import uuid
 from pathlib import Path
 
-from bench_materializer import _bench_topic
-from bench_rf3 import copies
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from raw_workload import raw_topic
+from rf3_copies import copies
 
 from shared.kafka_topics import TopicCreator
 
@@ -29,7 +29,7 @@ ROUNDS = int(os.environ.get("FIRST_ROUNDS", "2"))
 
 
 def _publish(bootstrap: str, prefix: str) -> None:
-    producer = _bench_topic(bootstrap, prefix)
+    producer = raw_topic(bootstrap, prefix)
     for key in range(CHANGES):
         for pk, value in copies(key, 0):
             producer.produce(f"{prefix}.raw.bench.t", key=pk, value=value)

@@ -2,11 +2,11 @@
 
 Synthetic RF=3 input (bench_rf3's shape: each change three times, as three nodes' publishers
 send it, shuffled within blocks): TABLES_CHANGES one-row changes of distinct keys, spread
-round-robin over T tables (bench_materializer's 5-column table under the names t0..t{T-1},
+round-robin over T tables (raw_workload's 5-column table under the names t0..t{T-1},
 each its own schema), each table's raw topic with TABLES_PARTITIONS partitions (4), the
 schema records in the schema topic. Then, one query after the other on the same broker and
 local[TABLES_CORES] (or BENCH_MASTER's cluster): every entry of TABLES_MODES (kafka-floor =
-Spark's Kafka source straight into its sink, bench_jvm_floor's floor; kafka-floor-one = the
+Spark's Kafka source straight into its sink, a floor of jvm_floors; kafka-floor-one = the
 same into one output topic, the sink's share; partition = the job, its partition stores) over
 every count in TABLES_COUNTS, each from its own checkpoint.
 
@@ -27,8 +27,9 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from bench_materializer import TABLE, _record, _run_job
 from confluent_kafka import Producer
+from raw_workload import TABLE, raw_change
+from spark_runs import run_job, spark_master
 
 from publisher.kafka_sink import schema_record
 from shared import rowupdate
@@ -41,9 +42,9 @@ CORES = int(os.environ.get("TABLES_CORES", "2"))
 PER_BATCH = int(os.environ.get("TABLES_BATCH", "200000"))  # the job's default
 COUNTS = [int(n) for n in os.environ.get("TABLES_COUNTS", "1,20,100").split(",")]
 MODES = os.environ.get("TABLES_MODES", "kafka-floor,partition").split(",")
-# BENCH_MASTER (bench_materializer's job): a cluster instead of local[TABLES_CORES]; give
-# TABLES_CORES its executors' cores
-MASTER = os.environ.get("BENCH_MASTER") or f"local[{CORES}]"
+# BENCH_MASTER (spark_runs): a cluster instead of local[TABLES_CORES]; give TABLES_CORES its
+# executors' cores
+MASTER = spark_master(CORES)
 SHUFFLE = 3000
 
 
@@ -71,7 +72,7 @@ def publish(bootstrap: str, prefix: str, schemas: list[TableSchema], seed: int =
     sent = 0
     for key in range(CHANGES):
         table = schemas[key % len(schemas)]
-        pk, value = _record(table, key, 0)
+        pk, value = raw_change(table, key, 0)
         record = rowupdate.decode(value)
         for node in (1, 2, 3):
             source = {**record["source"], "host": f"node-{node}",
@@ -103,9 +104,9 @@ def test_bench_many_tables(stack, tmp_path: Path) -> None:
             details: list = []
             python_cpu: list = []
             started = time.monotonic()
-            progress = _run_job(stack, mode, CORES, prefix, tmp_path / f"ckpt-{prefix}",
-                                PER_BATCH, details=details, observed=observed,
-                                python_cpu=python_cpu)
+            progress = run_job(stack, mode, CORES, prefix, tmp_path / f"ckpt-{prefix}",
+                               PER_BATCH, details=details, observed=observed,
+                               python_cpu=python_cpu)
             wall = time.monotonic() - started
             assert sum(n for n, _ in progress) == sent
             whole = sum(ms for _, ms in progress) / 1000

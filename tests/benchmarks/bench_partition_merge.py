@@ -1,8 +1,8 @@
 """Where a logical change's Python time goes in the job's partition stores, in process (no
 Spark, no Kafka): the task function's own merge (`partition_job.merge`) over bench_rf3's
-input, each change three times with different `source` blocks, shuffled, as Arrow batches
-of 10,000 rows (Spark's default spark.sql.execution.arrow.maxRecordsPerBatch), one
-micro-batch of PARTITION_BATCH copies after the other, real RocksDB stores in a temporary
+input (rf3_copies), each change three times with different `source` blocks, shuffled, as
+Arrow batches of 10,000 rows (Spark's default spark.sql.execution.arrow.maxRecordsPerBatch),
+one micro-batch of PARTITION_BATCH copies after the other, real RocksDB stores in a temporary
 directory, the real KeyMaterializer writing JSON (or BENCH_FORMAT=avro) events; BENCH_COLUMNS=10:
 rows of 10 columns; BENCH_READER=python: the pure-Python RowUpdate reader instead of the
 compiled one.
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from bench_materializer import COLUMNS, FORMAT, _Headers, _Schemas
-from bench_rf3 import KEYS, copies
+from raw_workload import COLUMNS, FORMAT, SchemaHeaders, TableSchemas
+from rf3_copies import KEYS, copies
 
 from materializer import key_materializer as handler_module
 from materializer.key_materializer import KeyMaterializer
@@ -123,12 +123,12 @@ def _instrument(clock: PhaseClock, monkeypatch: Any) -> None:
 def test_bench_partition_merge_breakdown(tmp_path: Path, monkeypatch: Any) -> None:
     """Changes/s on one core of the partition merge, and its cost per change by phase."""
     if FORMAT == "avro":
-        settings, publisher = EventSettings(format="avro"), _Headers()
+        settings, publisher = EventSettings(format="avro"), SchemaHeaders()
     else:
         settings, publisher = EventSettings(), None
     if os.environ.get("BENCH_READER") == "python":  # the pure-Python RowUpdate reader
         monkeypatch.setattr(rowupdate_reader, "_reader", rowupdate_reader._read)
-    handler = KeyMaterializer(_Schemas(), settings, "bench", schema_publisher=publisher)
+    handler = KeyMaterializer(TableSchemas(), settings, "bench", schema_publisher=publisher)
     micro = _micro_batches()
     plain, _ = _run(micro, tmp_path / "plain", handler, lambda b: b)  # before the clocks
     clock = PhaseClock()

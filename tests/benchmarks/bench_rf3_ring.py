@@ -3,15 +3,15 @@ input, with 1 or many tables, on local[2] and on the stack's standalone cluster.
 
 Three Cassandra nodes at RF=3 (the test ring), `casscade publisher run` beside each node.
 For each count of RING_TABLES (1 by default; "1,20,100" for the many-tables comparison):
-a keyspace of that many 5-column tables (bench_materializer's shape: k int, c1 int, c2 text,
+a keyspace of that many 5-column tables (raw_workload's shape: k int, c1 int, c2 text,
 c3 int, c4 text), RING_CHANGES one-row INSERTs of distinct keys spread over them at QUORUM,
 then the agents caught up under a prefix of its own: every replica's copy of every write is
 in the raw topics (about three per change; the count is printed), RING_PARTITIONS (2)
 partitions per raw topic. Then, over what those raw topics hold, for each master of
 RING_MASTERS ("local": local[cores]; or spark://HOST:PORT, with the executors' cores given
-as a run's cores), each entry of RING_MODES (query:cores; query as bench_jvm_floor names it:
+as a run's cores), each entry of RING_MODES (query:cores; query as spark_runs names it:
 kafka-floor = Spark's Kafka source straight into its sink, partition = the job,
-partition+kafka = the job with bench_jvm_floor's BENCH_KAFKA_TUNED), availableNow with
+partition+kafka = the job with spark_runs' BENCH_KAFKA_TUNED), availableNow with
 RING_BATCH copies per micro-batch, each from its own checkpoint.
 
 Printed per run: logical changes/s and copies/s, each per core, over the whole run (the
@@ -37,9 +37,9 @@ import time
 import uuid
 from pathlib import Path
 
-from bench_materializer import _run_job, _values
-from bench_rf3 import breakdown
 from cpu_use import machine_busy_s, process_cpu_s
+from raw_workload import change_values
+from spark_runs import breakdown, run_job
 
 from shared.kafka_topics import TopicCreator, read_to_end
 
@@ -66,7 +66,7 @@ def _write(session: object, ks: str, tables: int) -> float:
     for start in range(0, CHANGES, 10_000):
         statements = []
         for k in range(start, min(start + 10_000, CHANGES)):
-            c1, c2, c3, c4 = (v for _, v in _values(k, 0))
+            c1, c2, c3, c4 = (v for _, v in change_values(k, 0))
             statements.append((inserts[k % tables], (
                 k, int.from_bytes(c1, "big", signed=True), c2.decode(),
                 int.from_bytes(c3, "big", signed=True), c4.decode())))
@@ -217,10 +217,10 @@ def _run(ring: object, tmp_path: Path, prefix: str, ks: str, tables: int, api: s
     waited = _wait_quiet(ring)
     busy, nodes = machine_busy_s(), _nodes_cpu_s(ring)
     before = _events(bootstrap, prefix, ks, tables)
-    progress = _run_job(ring, api, cores, prefix,
-                        tmp_path / f"ckpt-{prefix}-{api}-{master.replace('/', '_')}",
-                        PER_BATCH, dedupe_s=120, details=details, observed=observed,
-                        master=None if master == "local" else master, python_cpu=python_cpu)
+    progress = run_job(ring, api, cores, prefix,
+                       tmp_path / f"ckpt-{prefix}-{api}-{master.replace('/', '_')}",
+                       PER_BATCH, dedupe_s=120, details=details, observed=observed,
+                       master=None if master == "local" else master, python_cpu=python_cpu)
     assert sum(n for n, _ in progress) == copies
     first, steady = progress[0], progress[1:]
     run_s = sum(ms for _, ms in progress) / 1000
