@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +13,7 @@ import click
 
 from materializer.restarts import RestartPolicy, permanent_reason, short_reason
 from materializer.spark.progress import ProgressMetrics
+from materializer.spark.stopping import StopRequest
 from shared.cli_config import config_option, load_config, set_option
 from shared.metrics import Registry
 
@@ -49,14 +50,15 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
 
     Runs in Spark local mode by default (spark.master local[2]); `deploy/spark/submit.sh`
     runs the same job on a cluster. Progress and state live in spark.checkpoint: a restart
-    continues from there. SIGTERM/SIGINT stop the query after the current micro-batch.
+    continues from there. SIGTERM or Ctrl-C stops the query after the current micro-batch
+    (a second one: at once; that micro-batch runs again at the next start).
     A query that fails on something transient (a broker restart, a lost executor) is
     started again from its checkpoint (spark.max_restarts, spark.restart_backoff_s);
     a permanent failure (data lost, a checkpoint that does not fit) ends the run.
     """
     from materializer.spark import job
     from materializer.spark.checkpoint_files import CheckpointFileError
-    from materializer.spark.partition_job import CheckpointRefused
+    from materializer.spark.checkpoint_records import CheckpointRefused
     from shared.config import to_dict
     from shared.logs import setup_logging
 
@@ -65,42 +67,38 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         click.echo(json.dumps(to_dict(cfg), indent=1))
         return
     try:  # a bad event or security setting fails here, not after Spark has started
-        job.event_settings(cfg)
-        cfg.kafka.client()
+        events = job.event_settings(cfg)
+        kafka = cfg.kafka.client()
     except ValueError as exc:  # ConfigError is one
         raise click.UsageError(str(exc)) from exc
     setup_logging(cfg.log.level, cfg.log.format)
+    _reach(kafka, events)  # before Spark: one line if Kafka or the registry is not there
     progress = ProgressMetrics(Registry())
     running: list[Any] = []  # the query, once started (for /health)
     http = _serve(cfg, running, progress)  # first: a taken port fails before Spark starts
+    stop = StopRequest()
+    stop.install()  # a signal while Spark starts: stop once it has
     # a fresh start takes 20-50 s before the first events: say what it is doing meanwhile
     log.info("starting Spark (the driver JVM)", extra={"master": cfg.spark.master})
     spark, archive = job.open_session(cfg, available_now=available_now)
+    stop.install()  # PySpark's SparkContext installs a SIGINT handler of its own
     spark.sparkContext.setLogLevel("WARN")
-    stopping: list[bool] = []
-
-    def stop(_signum: int, _frame: Any) -> None:
-        stopping.append(True)
-        if running:
-            running[-1].stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     policy = RestartPolicy(cfg.spark.max_restarts, cfg.spark.restart_backoff_s)
     restarts = progress.registry.counter(
         "casscade_materializer_query_restarts_total",
         "Failed queries started again from the checkpoint, by the failure's exception class",
         ("reason",))
     try:
-        while True:
+        while not stop.requested:
             try:
                 running.append(job.start(spark, cfg, available_now=available_now))
             except (CheckpointRefused, CheckpointFileError) as exc:
                 raise click.ClickException(str(exc)) from exc
             log.info("query started; its first micro-batch also starts the Python workers",
                      extra={"checkpoint": str(cfg.spark.checkpoint)})
-            error = _await(running[-1], progress, policy)
-            if error is None or stopping:
+            error = _await(running[-1], progress, policy, stop,
+                           lambda: spark.sparkContext.setLogLevel("ERROR"))
+            if error is None or stop.requested:
                 return
             delay = policy.next_delay(error)
             if delay is None:
@@ -112,10 +110,8 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
                                "attempt": policy.failures, "max_restarts": policy.max_restarts,
                                "checkpoint": str(cfg.spark.checkpoint)})
             deadline = time.monotonic() + delay
-            while time.monotonic() < deadline and not stopping:
+            while time.monotonic() < deadline and not stop.requested:
                 time.sleep(0.2)
-            if stopping:
-                return
     finally:
         log.info("materializer run ended", extra={
             "batches": int(progress.batches.get()),
@@ -128,14 +124,33 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         job.close_session(spark, archive)
 
 
-def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy) -> str | None:
-    """Wait for `query` to end; its error (message with causes), or None when it stopped."""
+def _reach(kafka: dict[str, str], events: Any) -> None:
+    """A ClickException naming the endpoint and the reason when Kafka or the schema
+    registry (Avro events) does not answer."""
+    from materializer.output.avro_registry import ConfluentRegistry, RegistryError
+    from shared.kafka_reach import KafkaUnreachable, cluster_id
+
+    try:
+        cluster_id(kafka)
+        if events.format == "avro" and events.schema_registry_url:
+            ConfluentRegistry(events.schema_registry_url,
+                              events.schema_registry.access()).check()
+    except (KafkaUnreachable, RegistryError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy,
+           stop: StopRequest, quiet: Callable[[], None]) -> str | None:
+    """Wait for `query` to end; its error (message with causes), or None when it stopped
+    (`quiet`: turns Spark's log down before a requested stop)."""
     from pyspark.errors import StreamingQueryException
 
     batches = progress.batches.get()
     try:
-        # wake every few seconds to hand Spark's new progress reports to /metrics
-        while not query.awaitTermination(5):
+        # wake every second to hand Spark's new progress reports to /metrics and to stop
+        # between micro-batches when asked
+        while not query.awaitTermination(0.05 if stop.requested else 1):
+            stop.stop_between_batches(query, quiet)
             progress.observe_new(query.recentProgress)
             if progress.batches.get() > batches:
                 if not batches:

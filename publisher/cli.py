@@ -152,7 +152,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         cluster, session = connect_cassandra(cfg.cassandra)
         source = CassandraSchemaSource(session)
     metrics = Registry()
-    sink = KafkaSink(kafka_client(cfg.kafka), cfg.kafka.topic_prefix,
+    sink = KafkaSink(kafka_client(cfg.kafka, reach=True), cfg.kafka.topic_prefix,
                      cfg.kafka.partitions, cfg.kafka.replication_factor, cfg.kafka.producer,
                      metrics)
     store = OffsetStore(cfg.state.path / "offsets")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,30 +14,63 @@ if TYPE_CHECKING:
     from publisher.settings import CassandraSettings, KafkaSettings
 
 
+CONNECT_WAIT_S = 15.0  # a node that is starting gets this long to answer
+
+
 def connect(host: str | list[str], port: int, username: str | None = None,
-            password: str | None = None, ssl_context: Any = None) -> tuple[Any, Any]:
-    """A cassandra-driver cluster and its session, or a ClickException naming the host."""
-    from shared.cql import make_cluster
+            password: str | None = None, ssl_context: Any = None,
+            wait_s: float = CONNECT_WAIT_S) -> tuple[Any, Any]:
+    """A cassandra-driver cluster and its session; tried again every few seconds for
+    `wait_s`, then a ClickException naming each contact point and why it failed."""
+    from cassandra import DriverException
+    from cassandra.cluster import NoHostAvailable
 
-    cluster = make_cluster([host] if isinstance(host, str) else host, port, username, password,
-                           ssl_context=ssl_context)
-    try:
-        return cluster, cluster.connect()
-    except Exception as exc:
-        cluster.shutdown()
-        raise click.ClickException(f"cannot connect to Cassandra at {host}:{port}: {exc}") \
-            from exc
+    from shared.cql import connect_quietly, make_cluster
+
+    hosts = [host] if isinstance(host, str) else host
+    deadline = time.monotonic() + wait_s
+    while True:
+        cluster = make_cluster(hosts, port, username, password, ssl_context=ssl_context)
+        try:
+            return cluster, connect_quietly(cluster)
+        except (NoHostAvailable, DriverException, OSError) as exc:
+            cluster.shutdown()
+            why = getattr(exc, "errors", None) or {f"{','.join(hosts)}:{port}": exc}
+            if time.monotonic() + 3 > deadline or _refused_for_good(why):
+                reasons = "; ".join(f"{where}: {_short(err)}" for where, err in why.items())
+                raise click.ClickException(f"Cassandra did not answer within {wait_s:.0f} s "
+                                           f"({reasons})") from None
+            time.sleep(3)
 
 
-def kafka_client(k: KafkaSettings) -> dict[str, str]:
+def _short(error: Any) -> str:
+    """A driver error in a few words: the OS's reason for a socket error."""
+    text = str(error)
+    return text.rsplit("Last error: ", 1)[-1] if "Last error: " in text else text
+
+
+def _refused_for_good(errors: dict[str, Any]) -> bool:
+    """Whether every contact point refused us (credentials, TLS): waiting will not help."""
+    from cassandra import AuthenticationFailed
+
+    return all(isinstance(e, AuthenticationFailed) or "SSL" in type(e).__name__
+               or "certificate" in str(e) for e in errors.values())
+
+
+def kafka_client(k: KafkaSettings, reach: bool = False) -> dict[str, str]:
     """librdkafka settings of the `kafka` section (brokers and security), or a
-    ClickException naming the bad setting."""
+    ClickException naming the bad setting; `reach`: also check a broker answers (a
+    ClickException naming the brokers and the reason if none does)."""
     from shared.config import ConfigError
+    from shared.kafka_reach import KafkaUnreachable, cluster_id
 
     try:
-        return k.client()
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+        conf = k.client()
+        if reach:
+            cluster_id(conf)
+        return conf
+    except (ConfigError, KafkaUnreachable) as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def load_publisher_config(config_file: Path | None, overrides: tuple[str, ...]) -> Any:

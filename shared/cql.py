@@ -27,6 +27,23 @@ def make_cluster(hosts: list[str], port: int, username: str | None = None,
                    execution_profiles={EXEC_PROFILE_DEFAULT: profile}, **options)
 
 
+def connect_quietly(cluster: Any) -> Any:
+    """`cluster.connect()` without the driver's own tracebacks of a failed attempt (it logs
+    one per contact point, then raises the same reasons): the caller says it once."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in ("cassandra.cluster", "cassandra.pool",
+                                                    "cassandra.connection")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        return cluster.connect()
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
 def tls_context(ca_file: Path | None, cert_file: Path | None = None,
                 key_file: Path | None = None, check_hostname: bool = True,
                 section: str = "cassandra") -> ssl.SSLContext:

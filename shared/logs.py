@@ -76,3 +76,4 @@ def setup_logging(level: str = "INFO", fmt: str = "json") -> None:
     root.setLevel(level.upper())
     # The driver and librdkafka wrappers are chatty at INFO.
     logging.getLogger("cassandra").setLevel(max(logging.WARNING, root.level))
+    logging.getLogger("py4j").setLevel(max(logging.WARNING, root.level))

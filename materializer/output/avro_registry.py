@@ -81,6 +81,35 @@ class ConfluentRegistry:
             token = f"{access.username}:{access.password or ''}".encode()
             self._headers["Authorization"] = "Basic " + base64.b64encode(token).decode()
 
+    def check(self, wait_s: float = 15.0) -> None:
+        """RegistryError in one line when the registry does not answer within `wait_s`
+        (tried again meanwhile), or refuses us: a job's start, before Spark."""
+        deadline = time.monotonic() + wait_s
+        req = urllib.request.Request(f"{self.url}/subjects", headers=self._headers)
+        while True:
+            try:
+                with urllib.request.urlopen(req, timeout=min(self.timeout_s, wait_s),
+                                            context=self._context):
+                    return
+            except urllib.error.HTTPError as exc:
+                if exc.code < 500:
+                    hint = (" (check events.schema_registry.username and its password)"
+                            if exc.code in (401, 403) else "")
+                    raise RegistryError(f"schema registry {self.url} refused us: HTTP "
+                                        f"{exc.code} {exc.reason}{hint}") from None
+                failure = f"HTTP {exc.code} {exc.reason}"
+            except urllib.error.URLError as exc:
+                failure = str(exc.reason)
+                if isinstance(exc.reason, ssl.SSLError):
+                    raise RegistryError(f"the TLS handshake with the schema registry "
+                                        f"{self.url} failed: {failure}") from None
+            except OSError as exc:
+                failure = str(exc)
+            if time.monotonic() + 2 > deadline:
+                raise RegistryError(f"schema registry {self.url} did not answer within "
+                                    f"{wait_s:.0f} s: {failure}")
+            time.sleep(2)
+
     def register(self, subject: str, schema: Any) -> int:
         """The registry's id of `schema` under `subject` (registering it if new)."""
         body = json.dumps({"schema": json.dumps(schema), "schemaType": "AVRO"}).encode()

@@ -16,7 +16,14 @@ from materializer.kafka.changelog import ChangelogJob
 from materializer.key_materializer import event_topic_of_raw
 from materializer.output.event_settings import EventSettings
 from materializer.settings import MaterializerConfig, SparkSettings
-from materializer.spark import checkpoint_files, class_archive, partition_job, pyspark_internals
+from materializer.spark import (
+    checkpoint_files,
+    checkpoint_records,
+    class_archive,
+    partition_job,
+    pyspark_internals,
+)
+from shared.kafka_reach import cluster_id
 from shared.kafka_topics import TopicCreator
 from shared.pids import pid_alive
 
@@ -148,7 +155,8 @@ def session(cfg: MaterializerConfig, available_now: bool = False,
         extra = s.conf.get("spark.driver.extraJavaOptions", "")
         builder = builder.config("spark.driver.extraJavaOptions",
                                  f"{extra} {archive.options}".strip())
-    return builder.getOrCreate()
+    with pyspark_internals.jvm_in_own_session():
+        return builder.getOrCreate()
 
 
 def scheduling_conf(s: SparkSettings) -> dict[str, str]:
@@ -198,8 +206,9 @@ def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[s
     at start."""
     k = cfg.kafka
     files = checkpoint_files.files(spark, cfg.spark.checkpoint)
-    partition_job.check_start(files, files.exists("commits/0"), raw_partitions)
-    changelog = ChangelogJob(k.client(), k.topic_prefix, partition_job.job_id(files),
+    checkpoint_records.check_start(files, files.exists("commits/0"), raw_partitions)
+    checkpoint_records.check_owner(files, cluster_id(k.client()), k.topic_prefix)
+    changelog = ChangelogJob(k.client(), k.topic_prefix, checkpoint_records.job_id(files),
                              cfg.events.replication_factor)
     # made at once, as the event topics were (`made`: those, for the workers)
     changelogs = changelog.changelogs().ensure(raw_partitions)

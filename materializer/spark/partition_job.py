@@ -43,8 +43,6 @@ from shared.rowupdate import COPY_KEY_SIZE, VERSION_BYTE
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from materializer.spark.checkpoint_files import Files
-
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the local property Spark sets for a micro-batch
 METRICS = PARTITION_METRICS  # the name of the query's observed metrics
 # mapInArrow's output: events, plus one row per task (topic null) with its copy counts
@@ -301,56 +299,6 @@ def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], prefix: str
                            F.sum("stores_restored").alias("stores_restored"),
                            F.sum("writes_restored").alias("writes_restored"))
             .where(F.col("topic").isNotNull()).select("topic", "key", "value"))
-
-
-CHANGELOG_RECORD = f"{STATE_DIR}/changelog.json"  # the stores' job id
-PARTITIONS_RECORD = f"{STATE_DIR}/partitions.json"  # the raw topics' partition counts
-
-
-def job_id(files: Files) -> str:
-    """The id of a checkpoint's partition stores, in their changelog topics' names: made
-    the first time the checkpoint runs, then read back."""
-    import json
-    import uuid
-
-    text = files.read_text(CHANGELOG_RECORD)
-    if text is not None:
-        return str(json.loads(text)["job_id"])
-    made = uuid.uuid4().hex[:12]
-    files.write_text(CHANGELOG_RECORD, json.dumps({"job_id": made}))
-    return made
-
-
-class CheckpointRefused(Exception):
-    """The partition stores cannot run with this checkpoint or these raw topics."""
-
-
-def check_start(files: Files, started: bool, partitions: dict[str, int]) -> None:
-    """Refuse what the partition stores cannot follow: a checkpoint an earlier casscade
-    started in its spark state mode, or a raw topic with more partitions than when its
-    state was first written (its keys moved). Records the raw topics' partition counts
-    for the next start."""
-    import json
-
-    where = f"checkpoint {files.location}"
-    if started and not files.exists(STATE_DIR):
-        raise CheckpointRefused(
-            f"{where}: this checkpoint was started in the spark state mode (Spark's state "
-            "store), which this casscade no longer has; start a new spark.checkpoint with "
-            "kafka.starting_offsets earliest (docs/operations.md \"Upgrading from the "
-            "spark state mode\")")
-    text = files.read_text(PARTITIONS_RECORD)
-    known = json.loads(text) if text is not None else {}
-    grown = {t: (known[t], n) for t, n in partitions.items() if t in known and n != known[t]}
-    if grown:
-        raise CheckpointRefused(
-            f"{where}: raw topics changed their partition count since their state was "
-            f"written, so their keys moved between partition stores: "
-            + ", ".join(f"{t} {a} -> {b}" for t, (a, b) in sorted(grown.items()))
-            + "; give every raw topic its new count with `casscade materializer reshard`, "
-            "which moves the stores with their keys (docs/operations.md \"State without "
-            "shuffles\")")
-    files.write_text(PARTITIONS_RECORD, json.dumps(known | partitions, sort_keys=True))
 
 
 def raw_partition_counts(kafka: dict[str, str], pattern: str) -> dict[str, int]:

@@ -27,7 +27,7 @@ from typing import Any
 
 from materializer.checkpoint_log import last_commit, parse_offset_log
 from materializer.kafka.changelog import changelog_topic
-from materializer.spark import checkpoint_files, partition_job
+from materializer.spark import checkpoint_files, checkpoint_records, partition_job
 from materializer.spark.job import raw_topic_pattern
 from materializer.store.partition_store import owner_of
 from shared.partitioner import partitioner as partition_function
@@ -96,8 +96,8 @@ def reshard(kafka: dict[str, str], prefix: str, checkpoint: str | Path, partitio
     files = checkpoint_files.files(None, checkpoint)  # offline: a local checkpoint only
     checkpoint = Path(checkpoint)
     root = partition_job.state_root(checkpoint)
-    counts = files.read_text(partition_job.PARTITIONS_RECORD)
-    if counts is None or not files.exists(partition_job.CHANGELOG_RECORD):
+    counts = files.read_text(checkpoint_records.PARTITIONS_RECORD)
+    if counts is None or not files.exists(checkpoint_records.CHANGELOG_RECORD):
         raise ReshardRefused(f"{checkpoint}: not a checkpoint of the partition stores "
                              "with changelogs (run the job on it first)")
     partition_of = partition_function(partitioner)
@@ -113,7 +113,7 @@ def reshard(kafka: dict[str, str], prefix: str, checkpoint: str | Path, partitio
     if left:
         raise ReshardRefused(f"raw records not processed yet: {left}; stop the publishers, "
                              "run the job with --available-now to its end, then reshard")
-    old_id = partition_job.job_id(files)
+    old_id = checkpoint_records.job_id(files)
     new_id = uuid.uuid4().hex[:12]
     new_logs = Changelogs(kafka, prefix, new_id, replication)
     new_logs.ensure({t: partitions for t in known})
@@ -137,9 +137,9 @@ def reshard(kafka: dict[str, str], prefix: str, checkpoint: str | Path, partitio
     grow = {t: NewPartitions(t, partitions) for t, n in current.items() if n < partitions}
     for future in (admin.create_partitions(list(grow.values())).values() if grow else ()):
         future.result(timeout=60)
-    files.write_text(partition_job.CHANGELOG_RECORD, json.dumps({"job_id": new_id}))
-    files.write_text(partition_job.PARTITIONS_RECORD, json.dumps({t: partitions for t in known} | {
-        t: partitions for t in current}, sort_keys=True))
+    files.write_text(checkpoint_records.CHANGELOG_RECORD, json.dumps({"job_id": new_id}))
+    grown = {t: partitions for t in known} | {t: partitions for t in current}
+    files.write_text(checkpoint_records.PARTITIONS_RECORD, json.dumps(grown, sort_keys=True))
     for store_dir in (d for d in root.iterdir() if d.is_dir()):
         shutil.rmtree(store_dir)  # rebuilt from the new changelogs where tasks run
     return {"raw_topics": {t: [n, partitions] for t, n in sorted(known.items())},

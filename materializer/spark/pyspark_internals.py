@@ -6,16 +6,21 @@
 - The driver JVM's process (`SparkContext._gateway.proc`): a run that writes the class
   archive closes the JVM's stdin and waits for it to exit
   (`materializer.spark.class_archive`).
+- How PySpark starts the driver JVM (`pyspark.core.context.launch_gateway`): in a session
+  of its own, so a terminal's Ctrl-C reaches only this process (`jvm_in_own_session`).
 
 `tests/unit/materializer/spark/test_pyspark_internals.py` fails when the installed PySpark
 no longer has these symbols; without the process the class archive is not written (a
-WARNING says so), and without the JVM handles a checkpoint file cannot be read
-(CheckpointFileError).
+WARNING says so), without the JVM handles a checkpoint file cannot be read
+(CheckpointFileError), and without the launcher Ctrl-C also interrupts the running tasks
+(a WARNING says so; SIGTERM still stops cleanly).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -43,3 +48,33 @@ def driver_process() -> subprocess.Popen | None:
         log.warning("the driver JVM's process is not reachable through PySpark's gateway "
                     "(SparkContext._gateway.proc): the class archive is not written")
     return proc
+
+
+@contextmanager
+def jvm_in_own_session() -> Iterator[None]:
+    """While the SparkSession is made: PySpark starts the driver JVM in a session of its own.
+
+    A terminal's Ctrl-C sends SIGINT to its whole foreground process group. PySpark's JVM
+    ignores it, but the Python workers it forks turn it into a KeyboardInterrupt in the
+    middle of their task, and the micro-batch fails with their tracebacks. In a session of
+    its own the JVM and its workers never see it; this process stops the query after its
+    micro-batch instead. (The JVM still ends with this process: it exits when its stdin,
+    a pipe from here, closes.)"""
+    try:
+        from pyspark.core import context
+        original = context.launch_gateway
+    except (ImportError, AttributeError):
+        log.warning("PySpark's launch_gateway is not where it was (pyspark.core.context): "
+                    "the driver JVM shares this terminal, and Ctrl-C also interrupts its "
+                    "running tasks (SIGTERM still stops after the micro-batch)")
+        yield
+        return
+
+    def launch(conf: Any = None, popen_kwargs: dict[str, Any] | None = None) -> Any:
+        return original(conf, {**(popen_kwargs or {}), "start_new_session": True})
+
+    context.launch_gateway = launch
+    try:
+        yield
+    finally:
+        context.launch_gateway = original

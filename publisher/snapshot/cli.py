@@ -53,7 +53,7 @@ def snapshot(table_name: str, config_file: Path | None, overrides: tuple[str, ..
             raise click.ClickException(f"table {table_name} not found")
         state = state_file or cfg.state.path / f"snapshot-{table_name}.json"
         state.parent.mkdir(parents=True, exist_ok=True)
-        sink = KafkaSink(kafka_client(cfg.kafka), cfg.kafka.topic_prefix,
+        sink = KafkaSink(kafka_client(cfg.kafka, reach=True), cfg.kafka.topic_prefix,
                          cfg.kafka.partitions, cfg.kafka.replication_factor,
                          cfg.kafka.producer, Registry())
         job = Snapshot(session, tables[0], sink, cfg.kafka.topic_prefix, state, consistency,

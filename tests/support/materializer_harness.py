@@ -108,10 +108,32 @@ def start_materializer(cmd: list[str], log: Path,
 
 
 def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
-    """Signal the job's whole process group and reap it."""
+    """Signal the job's process group and every process under it, and reap it: the driver
+    JVM runs in a session of its own (materializer.spark.pyspark_internals), so a group
+    signal alone would leave it and its Python workers to exit when its stdin closes."""
+    under = descendants(proc.pid)  # before the kill: orphans move to another parent
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)
+    for pid in under:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
     proc.wait(60)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every living process under `pid` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
 
 
 def run_materializer(cmd: list[str], log: Path, timeout_s: float = 600,

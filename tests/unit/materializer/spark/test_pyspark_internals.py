@@ -33,3 +33,33 @@ def test_without_the_process_the_archive_is_not_written_and_a_warning_says_so(
     proc = object()
     monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=proc))
     assert pyspark_internals.driver_process() is proc
+
+
+def test_the_gateway_launcher_still_takes_popen_arguments_where_the_context_calls_it() -> None:
+    from pyspark.core import context
+
+    assert "popen_kwargs" in inspect.signature(pyspark.java_gateway.launch_gateway).parameters
+    assert context.launch_gateway is pyspark.java_gateway.launch_gateway
+    assert "launch_gateway(conf)" in inspect.getsource(context)
+
+
+def test_the_driver_jvm_starts_in_a_session_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark.core import context
+
+    seen: list = []
+    monkeypatch.setattr(context, "launch_gateway", lambda conf=None, popen_kwargs=None:
+                        seen.append(popen_kwargs))
+    with pyspark_internals.jvm_in_own_session():
+        context.launch_gateway("conf")
+    context.launch_gateway("conf")  # restored after: PySpark's own again
+    assert seen == [{"start_new_session": True}, None]
+
+
+def test_without_the_launcher_a_warning_says_ctrl_c_reaches_the_tasks(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from pyspark.core import context
+
+    monkeypatch.delattr(context, "launch_gateway")
+    with caplog.at_level(logging.WARNING), pyspark_internals.jvm_in_own_session():
+        pass
+    assert "Ctrl-C also interrupts its running tasks" in caplog.text

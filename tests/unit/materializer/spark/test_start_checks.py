@@ -9,12 +9,13 @@ import pytest
 
 from materializer.settings import SparkSettings
 from materializer.spark.checkpoint_files import LocalFiles, files
-from materializer.spark.partition_job import (
+from materializer.spark.checkpoint_records import (
     CheckpointRefused,
+    check_owner,
     check_start,
     job_id,
-    state_root,
 )
+from materializer.spark.partition_job import state_root
 
 
 def test_a_uri_checkpoint_without_spark_is_a_clear_error() -> None:
@@ -83,3 +84,14 @@ def test_the_spark_state_modes_settings_are_refused_by_name() -> None:
         assert f"{setting.split('=')[0]}: the spark state mode is gone" in out.output, out.output
     out = CliRunner().invoke(cli, ["materializer", "--help"])
     assert "reshard" in out.output and "rescale" not in out.output, out.output
+
+
+def test_a_checkpoint_of_another_job_is_refused_by_its_owner(tmp_path) -> None:
+    check_owner(LocalFiles(tmp_path), "cluster-a", "shop")
+    check_owner(LocalFiles(tmp_path), "cluster-a", "shop")  # its own job, again: fine
+    with pytest.raises(CheckpointRefused, match=r"belongs to the job that reads shop\.raw\.\* "
+                       r"on Kafka cluster cluster-a; this config reads shop\.raw\.\* on "
+                       r"Kafka cluster cluster-b: give this job a spark.checkpoint"):
+        check_owner(LocalFiles(tmp_path), "cluster-b", "shop")
+    with pytest.raises(CheckpointRefused, match=r"this config reads billing\.raw\.\*"):
+        check_owner(LocalFiles(tmp_path), "cluster-a", "billing")

@@ -1,0 +1,83 @@
+"""What a checkpoint records about its job, and the checks a start makes against it: the
+partition stores' job id, the raw topics' partition counts, and whose job it is (the Kafka
+cluster and topic prefix it reads)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from materializer.spark.partition_job import STATE_DIR
+
+if TYPE_CHECKING:
+    from materializer.spark.checkpoint_files import Files
+
+OWNER_RECORD = f"{STATE_DIR}/owner.json"  # the Kafka cluster id and topic prefix it reads
+
+
+CHANGELOG_RECORD = f"{STATE_DIR}/changelog.json"  # the stores' job id
+PARTITIONS_RECORD = f"{STATE_DIR}/partitions.json"  # the raw topics' partition counts
+
+
+def job_id(files: Files) -> str:
+    """The id of a checkpoint's partition stores, in their changelog topics' names: made
+    the first time the checkpoint runs, then read back."""
+    import json
+    import uuid
+
+    text = files.read_text(CHANGELOG_RECORD)
+    if text is not None:
+        return str(json.loads(text)["job_id"])
+    made = uuid.uuid4().hex[:12]
+    files.write_text(CHANGELOG_RECORD, json.dumps({"job_id": made}))
+    return made
+
+
+class CheckpointRefused(Exception):
+    """The partition stores cannot run with this checkpoint or these raw topics."""
+
+
+def check_start(files: Files, started: bool, partitions: dict[str, int]) -> None:
+    """Refuse what the partition stores cannot follow: a checkpoint an earlier casscade
+    started in its spark state mode, or a raw topic with more partitions than when its
+    state was first written (its keys moved). Records the raw topics' partition counts
+    for the next start."""
+    import json
+
+    where = f"checkpoint {files.location}"
+    if started and not files.exists(STATE_DIR):
+        raise CheckpointRefused(
+            f"{where}: this checkpoint was started in the spark state mode (Spark's state "
+            "store), which this casscade no longer has; start a new spark.checkpoint with "
+            "kafka.starting_offsets earliest (docs/operations.md \"Upgrading from the "
+            "spark state mode\")")
+    text = files.read_text(PARTITIONS_RECORD)
+    known = json.loads(text) if text is not None else {}
+    grown = {t: (known[t], n) for t, n in partitions.items() if t in known and n != known[t]}
+    if grown:
+        raise CheckpointRefused(
+            f"{where}: raw topics changed their partition count since their state was "
+            f"written, so their keys moved between partition stores: "
+            + ", ".join(f"{t} {a} -> {b}" for t, (a, b) in sorted(grown.items()))
+            + "; give every raw topic its new count with `casscade materializer reshard`, "
+            "which moves the stores with their keys (docs/operations.md \"State without "
+            "shuffles\")")
+    files.write_text(PARTITIONS_RECORD, json.dumps(known | partitions, sort_keys=True))
+
+
+def check_owner(files: Files, cluster: str | None, prefix: str) -> None:
+    """Refuse a checkpoint another job wrote (another Kafka cluster or topic prefix): its
+    offsets and stores mean nothing here. Records this job's on its first start."""
+    import json
+
+    mine = {"kafka_cluster": cluster, "topic_prefix": prefix}
+    text = files.read_text(OWNER_RECORD)
+    if text is None:
+        files.write_text(OWNER_RECORD, json.dumps(mine, sort_keys=True))
+        return
+    theirs = json.loads(text)
+    if theirs != mine:
+        raise CheckpointRefused(
+            f"checkpoint {files.location} belongs to the job that reads "
+            f"{theirs['topic_prefix']}.raw.* on Kafka cluster {theirs['kafka_cluster']}; "
+            f"this config reads {prefix}.raw.* on Kafka cluster {cluster}: give this job a "
+            "spark.checkpoint of its own")

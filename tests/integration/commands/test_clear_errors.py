@@ -1,0 +1,100 @@
+"""What every command says when a service is not there: one line naming the endpoint and
+the reason, within 30 s, a non-zero exit, no traceback (the real commands, as a user runs
+them)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from devstack.settings import StackSettings, repo_root
+
+from support.materializer_harness import materializer_command, run_materializer
+
+pytestmark = pytest.mark.integration
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(*args: str, timeout_s: float = 60) -> tuple[int, list[str], float]:
+    """The command's exit code, its output lines (stdout and stderr) and its seconds."""
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "casscade.cli", *args], cwd=repo_root(),
+                         capture_output=True, text=True, timeout=timeout_s,
+                         stdin=subprocess.DEVNULL)
+    lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
+    return out.returncode, lines, time.monotonic() - started
+
+
+def _one_error(code: int, lines: list[str], took: float) -> str:
+    """The one error line of a failed command, checked for the rules above."""
+    assert code != 0, lines
+    assert took < 30, (took, lines)
+    assert not any("Traceback" in line for line in lines), "\n".join(lines)
+    errors = [line for line in lines if line.startswith("Error: ")]
+    assert len(errors) == 1, "\n".join(lines)
+    return errors[0]
+
+
+def test_the_materializer_names_an_unreachable_kafka(tmp_path: Path) -> None:
+    port = _closed_port()
+    line = _one_error(*_run("materializer", "run", "--set", f"spark.checkpoint={tmp_path}",
+                            "--set", f"kafka.bootstrap_servers=127.0.0.1:{port}",
+                            "--set", "http.port=0"))
+    assert line == (f"Error: Kafka at 127.0.0.1:{port} did not answer within 15 s: Connect to "
+                    f"ipv4#127.0.0.1:{port} failed: Connection refused"), line
+
+
+def test_the_publisher_names_an_unreachable_cassandra(tmp_path: Path) -> None:
+    port = _closed_port()
+    (tmp_path / "cdc_raw").mkdir()
+    line = _one_error(*_run("publisher", "run", "--set", f"cdc.cdc_raw={tmp_path / 'cdc_raw'}",
+                            "--set", f"state.path={tmp_path / 'state'}",
+                            "--set", f"cassandra.port={port}", "--set", "http.port=0"))
+    assert line == (f"Error: Cassandra did not answer within 15 s (127.0.0.1:{port}: "
+                    "Connection refused)"), line
+
+
+def test_the_publisher_names_an_unreachable_kafka(stack: StackSettings, tmp_path: Path) -> None:
+    port = _closed_port()
+    (tmp_path / "cdc_raw").mkdir()
+    line = _one_error(*_run("publisher", "run", "--set", f"cdc.cdc_raw={tmp_path / 'cdc_raw'}",
+                            "--set", f"state.path={tmp_path / 'state'}",
+                            "--set", f"cassandra.port={stack.cql_port}",
+                            "--set", f"kafka.bootstrap_servers=127.0.0.1:{port}",
+                            "--set", "http.port=0"))
+    assert line.startswith(f"Error: Kafka at 127.0.0.1:{port} did not answer within 15 s: "), line
+
+
+def test_the_materializer_names_a_schema_registry_that_is_down(stack: StackSettings,
+                                                               tmp_path: Path) -> None:
+    port = _closed_port()
+    line = _one_error(*_run("materializer", "run", "--set", f"spark.checkpoint={tmp_path}",
+                            "--set", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
+                            "--set", "events.format=avro",
+                            "--set", f"events.schema_registry_url=http://127.0.0.1:{port}",
+                            "--set", "http.port=0"))
+    assert line == (f"Error: schema registry http://127.0.0.1:{port} did not answer within "
+                    "15 s: [Errno 111] Connection refused"), line
+
+
+def test_a_checkpoint_of_another_job_is_refused(stack: StackSettings, tmp_path: Path) -> None:
+    checkpoint = tmp_path / "checkpoint"
+    first, second = (f"own{uuid.uuid4().hex[:6]}" for _ in range(2))
+    run_materializer(materializer_command(stack, first, checkpoint), tmp_path / "first.log")
+    cmd = materializer_command(stack, second, checkpoint)
+    line = _one_error(*_run(*cmd[cmd.index("materializer"):], timeout_s=120))
+    assert (f"belongs to the job that reads {first}.raw.* on Kafka cluster " in line
+            and f"this config reads {second}.raw.* on Kafka cluster " in line
+            and "give this job a spark.checkpoint of its own" in line), line

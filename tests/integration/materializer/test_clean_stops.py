@@ -1,0 +1,113 @@
+"""SIGTERM and Ctrl-C stop a running job after its micro-batch: exit 0, no traceback, and a
+restart writes the rest, every change once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from devstack.settings import StackSettings
+from publisher.kafka_sink import schema_record
+from shared.heartbeat import is_heartbeat
+from shared.kafka_topics import TopicCreator, read_to_end
+
+from support.materializer_harness import (
+    kill_group,
+    materializer_command,
+    run_materializer,
+    start_materializer,
+)
+from support.mutations import TABLE, body, i32, mutation
+
+pytestmark = pytest.mark.integration
+ROWS = 20_000  # one insert of a new row each: one `c` event each
+PER_BATCH = 500  # raw records per micro-batch: 40 batches to stop between
+
+
+def _raw_topic(stack: StackSettings, prefix: str) -> str:
+    """A raw topic of TABLE holding ROWS inserts, and its schema record."""
+    topic = f"{prefix}.raw.ks.t"
+    TopicCreator(stack.bootstrap_servers, 2, 1).ensure(topic)
+    TopicCreator(stack.bootstrap_servers, 1, 1).ensure(f"{prefix}.schemas")
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "linger.ms": 20})
+    producer.produce(f"{prefix}.schemas", key=TABLE.schema_hash.encode(),
+                     value=schema_record(TABLE))
+    for n in range(ROWS):
+        (value,) = mutation(n, body("ROW", n % 100, ts=1000 + n, v=f"v{n}", insert=True),
+                            p=n // 100)
+        if n % 10_000 == 0:
+            producer.flush(30)
+        producer.produce(topic, key=i32(n // 100), value=value)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    return topic
+
+
+def _events(stack: StackSettings, prefix: str) -> int:
+    return sum(1 for m in read_to_end(stack.bootstrap_servers, f"{prefix}.ks.t")
+               if m.value() is not None and not is_heartbeat(m.value()))
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+def test_a_running_job_stops_after_its_micro_batch_without_a_traceback(
+        stack: StackSettings, tmp_path: Path, how: str) -> None:
+    prefix = f"stop{uuid.uuid4().hex[:6]}"
+    _raw_topic(stack, prefix)
+    checkpoint = tmp_path / "checkpoint"
+    sets = [f"kafka.max_offsets_per_trigger={PER_BATCH}", "spark.trigger_interval_ms=0"]
+    log = tmp_path / "job.log"
+    job = start_materializer(materializer_command(stack, prefix, checkpoint, *sets,
+                                                  available_now=False), log)
+    try:
+        deadline = time.monotonic() + 180
+        while "first micro-batch done" not in log.read_text() and time.monotonic() < deadline:
+            assert job.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.5)
+        assert "first micro-batch done" in log.read_text(), log.read_text()[-3000:]
+        asked = time.monotonic()
+        if how == "SIGTERM":
+            job.send_signal(signal.SIGTERM)
+        else:  # a terminal's Ctrl-C: SIGINT to the whole foreground process group
+            os.killpg(job.pid, signal.SIGINT)
+        code = job.wait(120)
+        took = time.monotonic() - asked
+    finally:
+        if job.poll() is None:
+            kill_group(job)
+    text = log.read_text()
+    stopped_at = text.index("stopping after the current micro-batch")
+    after = text[stopped_at:]
+    assert code == 0, text[-3000:]
+    assert "Traceback" not in text and "Py4J" not in text and "Exception" not in after, after
+    assert "materializer run ended" in after
+    written = _events(stack, prefix)
+    assert 0 < written < ROWS, (written, took)
+    # nothing lost, nothing twice: a restart writes exactly the rest
+    run_materializer(materializer_command(stack, prefix, checkpoint, *sets),
+                     tmp_path / "again.log")
+    assert _events(stack, prefix) == ROWS
+
+
+def test_a_stop_while_spark_starts_ends_cleanly(stack: StackSettings, tmp_path: Path) -> None:
+    prefix = f"stop{uuid.uuid4().hex[:6]}"
+    log = tmp_path / "job.log"
+    job = start_materializer(materializer_command(stack, prefix, tmp_path / "checkpoint",
+                                                  available_now=False), log)
+    try:
+        deadline = time.monotonic() + 60
+        while "starting Spark" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        job.send_signal(signal.SIGTERM)
+        code = job.wait(120)
+    finally:
+        if job.poll() is None:
+            kill_group(job)
+    text = log.read_text()
+    assert code == 0 and "Traceback" not in text, text[-3000:]
+    assert "materializer run ended" in text
