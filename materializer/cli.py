@@ -13,7 +13,7 @@ import click
 
 from materializer.restarts import RestartPolicy, permanent_reason, short_reason
 from materializer.spark.progress import ProgressMetrics
-from materializer.spark.stopping import StopRequest
+from materializer.spark.stopping import StopHung, StopRequest
 from shared.cli_config import config_option, load_config, set_option
 from shared.metrics import Registry
 
@@ -76,7 +76,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     progress = ProgressMetrics(Registry())
     running: list[Any] = []  # the query, once started (for /health)
     http = _serve(cfg, running, progress)  # first: a taken port fails before Spark starts
-    stop = StopRequest()
+    stop = StopRequest(cfg.spark.stop_timeout_s)
     stop.install()  # a signal while Spark starts: stop once it has
     # a fresh start takes 20-50 s before the first events: say what it is doing meanwhile
     log.info("starting Spark (the driver JVM)", extra={"master": cfg.spark.master})
@@ -112,6 +112,11 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
             deadline = time.monotonic() + delay
             while time.monotonic() < deadline and not stop.requested:
                 time.sleep(0.2)
+    except StopHung as exc:
+        log.error(f"{exc}; killing the driver JVM (the micro-batch it ran runs again at the "
+                  "next start)")
+        job.kill_driver()
+        raise SystemExit(1) from None
     finally:
         log.info("materializer run ended", extra={
             "batches": int(progress.batches.get()),
@@ -121,7 +126,8 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
             "records_written": int(progress.output_rows.get())})
         if http is not None:
             http.shutdown()
-        job.close_session(spark, archive)
+        if not stop.hung:
+            job.close_session(spark, archive)
 
 
 def _reach(kafka: dict[str, str], events: Any) -> None:

@@ -106,6 +106,14 @@ def stop_driver() -> int | None:
         return None
 
 
+def kill_driver() -> None:
+    """SIGKILL the driver JVM this process started (a stop Spark could not finish)."""
+    proc = pyspark_internals.driver_process()
+    if proc is not None:
+        proc.kill()
+        proc.wait(60)
+
+
 def _jars(cfg: MaterializerConfig) -> str:
     """spark.jars: the Kafka connector's jars ("" when spark-submit provides them)."""
     s = cfg.spark

@@ -9,26 +9,40 @@ then, and that batch runs again at the next start (the events it had written alr
 would then be written twice). So the stop waits for the batch running when it was asked
 to commit, and stops the query at once after: between batches when the job keeps up,
 and otherwise a few milliseconds into the next one, before its tasks have read their
-records, let alone written an event.
+records, let alone written an event. A batch that does not commit in time (a broker gone)
+is stopped anyway, and a stop that Spark does not finish (its Kafka admin client waiting
+on that broker) ends with the driver JVM killed: the checkpoint and the stores' changelogs
+are made for that.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("casscade.materializer")
+STOP_HANG_S = 30.0  # after query.stop(): then the driver JVM is killed
+
+
+class StopHung(Exception):
+    """Spark did not stop the query in time."""
 
 
 class StopRequest:
-    """SIGTERM/SIGINT: stop after the current micro-batch; a second one: stop at once (the
-    micro-batch then runs again at the next start, so nothing is lost either way)."""
+    """SIGTERM/SIGINT: stop after the current micro-batch (waiting `timeout_s` at most); a
+    second one: stop at once (the micro-batch then runs again at the next start, so nothing
+    is lost either way)."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout_s: float = 45.0) -> None:
+        self.timeout_s = timeout_s
         self.signals = 0
-        self._announced = False
+        self.hung = False  # Spark did not finish the stop: its JVM is past saving
+        self._asked_at: float | None = None
+        self._stopping_at: float | None = None
         self._running: int | None = None  # the batch that ran when the stop was asked
 
     def install(self) -> None:
@@ -45,20 +59,34 @@ class StopRequest:
         return self.signals > 0
 
     def stop_between_batches(self, query: Any, quiet: Callable[[], None]) -> None:
-        """Stop `query` if a stop was asked for and no micro-batch is running (or a second
-        signal came); `quiet` first turns Spark's log down (a stop makes it warn of the
-        jobs it had nothing to cancel for)."""
+        """Stop `query` if a stop was asked for and no micro-batch is running, the one that
+        ran has committed, its time is up or a second signal came; `quiet` first turns
+        Spark's log down (a stop makes it warn of the jobs it had nothing to cancel for).
+        StopHung when Spark has not stopped it STOP_HANG_S after."""
         if not self.signals:
             return
-        if not self._announced:
-            self._announced = True
+        now = time.monotonic()
+        if self._stopping_at is not None:
+            if now - self._stopping_at > STOP_HANG_S:
+                self.hung = True
+                raise StopHung(f"Spark did not stop the query within {STOP_HANG_S:.0f} s")
+            return
+        if self._asked_at is None:
+            self._asked_at = now
             self._running = last_batch(query)
             log.info("stopping after the current micro-batch (a second SIGTERM or Ctrl-C "
                      "stops at once)")
-        if (self.signals > 1 or not query.status.get("isTriggerActive", False)
+        late = now - self._asked_at > self.timeout_s
+        if (self.signals > 1 or late or not query.status.get("isTriggerActive", False)
                 or last_batch(query) != self._running):
+            if late:
+                log.warning(f"the micro-batch did not commit within {self.timeout_s:.0f} s "
+                            "(spark.stop_timeout_s); stopping it: it runs again at the next "
+                            "start")
             quiet()
-            query.stop()
+            self._stopping_at = now
+            # in a thread of its own: Spark's stop can wait long on a broker that went away
+            threading.Thread(target=query.stop, name="stop-query", daemon=True).start()
 
 
 def last_batch(query: Any) -> int | None:
