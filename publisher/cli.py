@@ -9,6 +9,8 @@ from pathlib import Path
 import click
 
 from publisher.cli_support import (
+    captured_rules,
+    check_capture,
     connect,
     connect_cassandra,
     kafka_client,
@@ -21,6 +23,7 @@ from publisher.commitlog.schema_source import (
     SchemaSource,
     read_system_schema,
 )
+from shared.capture import CaptureError
 from shared.cli_config import config_option, set_option
 
 
@@ -144,6 +147,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     setup_logging(cfg.log.level, cfg.log.format)
     if not cfg.cdc.cdc_raw.is_dir():
         raise click.ClickException(f"cdc.cdc_raw {cfg.cdc.cdc_raw} is not a directory")
+    capture = captured_rules(cfg)
     cluster = None
     source: SchemaSource
     if cfg.cassandra.schema_file is not None:
@@ -151,6 +155,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     else:
         cluster, session = connect_cassandra(cfg.cassandra)
         source = CassandraSchemaSource(session)
+    check_capture(capture, source.tables.values())
     metrics = Registry()
     sink = KafkaSink(kafka_client(cfg.kafka, reach=True), cfg.kafka.topic_prefix,
                      cfg.kafka.partitions, cfg.kafka.replication_factor, cfg.kafka.producer,
@@ -163,6 +168,9 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         signal.signal(sig, lambda *_: agent.stop.set())
     try:
         agent.run()
+    except CaptureError as exc:  # a table created since the start, with a rule that cannot
+        # apply to it: its records stay in cdc_raw until the rule is mended
+        raise click.ClickException(f"capture: {exc}") from None
     finally:
         if http is not None:
             http.shutdown()

@@ -11,7 +11,11 @@ import click
 from shared.cli_config import load_config
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from publisher.settings import CassandraSettings, KafkaSettings
+    from shared.capture import Capture
+    from shared.schema import TableSchema
 
 
 CONNECT_WAIT_S = 15.0  # a node that is starting gets this long to answer
@@ -71,6 +75,33 @@ def kafka_client(k: KafkaSettings, reach: bool = False) -> dict[str, str]:
         return conf
     except (ConfigError, KafkaUnreachable) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def captured_rules(cfg: Any) -> Capture:
+    """The config's capture rules (its salt read now), or a ClickException naming what is
+    wrong with them."""
+    from shared.config import ConfigError
+
+    try:
+        return cfg.capture.rules()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def check_capture(capture: Capture, tables: Iterable[TableSchema]) -> None:
+    """A ClickException for every capture rule that cannot apply to a CDC table there is
+    (a primary key column, a mask on a non-frozen collection)."""
+    from shared.capture import CaptureError
+
+    problems = []
+    for table in tables:
+        if table.cdc and capture.captures(table.keyspace, table.table):
+            try:
+                capture.actions(table)
+            except CaptureError as exc:
+                problems.append(str(exc))
+    if problems:
+        raise click.ClickException("capture: " + "; ".join(sorted(problems)))
 
 
 def load_publisher_config(config_file: Path | None, overrides: tuple[str, ...]) -> Any:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shared.capture import CaptureSettings
 from shared.config import read_secret
 from shared.cql import tls_context
 from shared.http_server import HttpSettings
@@ -100,6 +101,8 @@ class PublisherConfig:
 
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     cassandra: CassandraSettings = field(default_factory=CassandraSettings)
+    # which tables and columns are published, which values masked (shared.capture)
+    capture: CaptureSettings = field(default_factory=CaptureSettings)
     cdc: CdcSettings = field(default_factory=CdcSettings)
     node: NodeSettings = field(default_factory=NodeSettings)
     state: StateSettings = field(default_factory=StateSettings)

@@ -161,8 +161,8 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
 # Setting names whose values are secrets: never printed (`--print-config`) or logged. Kafka
 # client options are passed through by name (sasl.password, ssl.key.password,
 # sasl.jaas.config, ...), so names are matched, not a list of fields.
-_SECRET_NAME = re.compile(r"password|secret|jaas|token|credential|api[._-]?key|private[._-]?key",
-                          re.I)
+_SECRET_NAME = re.compile(
+    r"password|secret|salt|jaas|token|credential|api[._-]?key|private[._-]?key", re.I)
 _URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@]*):[^@/]*@", re.I)
 REDACTED = "***"
 

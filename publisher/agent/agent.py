@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from publisher.agent.capture_projection import UpdateProjection
 from publisher.agent.cdc_dir import (
     SegmentFile,
     directory_bytes,
@@ -75,6 +76,9 @@ class Agent:
         self.sink = sink
         self.store = store
         self.reader = CommitLogReader(schema, skip_unknown=True)
+        rules = config.capture.rules()
+        # None: every CDC table whole (no rule set), without a step per update
+        self.projection = UpdateProjection(rules) if rules.active else None
         self.segments: dict[int, _Segment] = {}
         self.tables: dict[int, tuple[TableSchema, str, str]] = {}  # id(table) → hash, topic
         # the sink's event: stopping also ends its waits for Kafka
@@ -251,6 +255,9 @@ class Agent:
             if not update.table.cdc:  # rare: keep only the CDC tables' updates
                 updates = mutation.updates = [u for u in updates if u.table.cdc]
                 break
+        if self.projection is not None and updates:
+            project = self.projection.project
+            updates = mutation.updates = [p for p in map(project, updates) if p is not None]
         records = writer.records(mutation) if updates else []
         token = seg.tracker.add(mutation.position, len(records))
         if not records:

@@ -34,7 +34,13 @@ def snapshot(table_name: str, config_file: Path | None, overrides: tuple[str, ..
     arrive through CDC, so there is no gap. Resumable: finished token ranges are recorded in
     the progress file and skipped by a rerun.
     """
-    from publisher.cli_support import connect_cassandra, kafka_client, load_publisher_config
+    from publisher.cli_support import (
+        captured_rules,
+        check_capture,
+        connect_cassandra,
+        kafka_client,
+        load_publisher_config,
+    )
     from publisher.commitlog.schema_source import read_system_schema
     from publisher.kafka_sink import KafkaSink
     from publisher.snapshot.snapshot import Snapshot
@@ -51,13 +57,19 @@ def snapshot(table_name: str, config_file: Path | None, overrides: tuple[str, ..
                   if (t.keyspace, t.table) == (keyspace, table)]
         if not tables:
             raise click.ClickException(f"table {table_name} not found")
+        capture = captured_rules(cfg)
+        if not capture.captures(keyspace, table):
+            raise click.ClickException(f"table {table_name} is not captured "
+                                       "(capture.table_include_list/table_exclude_list)")
+        check_capture(capture, tables)
         state = state_file or cfg.state.path / f"snapshot-{table_name}.json"
         state.parent.mkdir(parents=True, exist_ok=True)
         sink = KafkaSink(kafka_client(cfg.kafka, reach=True), cfg.kafka.topic_prefix,
                          cfg.kafka.partitions, cfg.kafka.replication_factor,
                          cfg.kafka.producer, Registry())
         job = Snapshot(session, tables[0], sink, cfg.kafka.topic_prefix, state, consistency,
-                       splits, rate, host=cfg.node.host, datacenter=cfg.node.datacenter)
+                       splits, rate, host=cfg.node.host, datacenter=cfg.node.datacenter,
+                       capture=capture)
 
         def report(p) -> None:
             sys.stderr.write("\r" + p.line())

@@ -22,6 +22,7 @@ from typing import Any
 from publisher.kafka_sink import KafkaSink, raw_topic
 from publisher.snapshot.rows import row_records, select_statement
 from shared import rowupdate
+from shared.capture import Capture, captured_record, captured_table
 from shared.schema import TableSchema
 
 log = logging.getLogger(__name__)
@@ -63,11 +64,16 @@ class Snapshot:
 
     def __init__(self, session: Any, table: TableSchema, sink: KafkaSink, prefix: str,
                  state_file: Path, consistency: str = "ALL", splits: int = 64,
-                 rate: float = 0.0, host: str = "snapshot", datacenter: str = "") -> None:
+                 rate: float = 0.0, host: str = "snapshot", datacenter: str = "",
+                 capture: Capture | None = None) -> None:
         from cassandra import ConsistencyLevel
 
         self.session = session
         self.table = table
+        # what of it is published (shared.capture): the agent's rules, the same schema
+        self.capture = capture
+        self.actions = capture.actions(table) if capture is not None else {}
+        self.published = captured_table(table, self.actions)
         self.sink = sink
         self.topic = raw_topic(prefix, table.keyspace, table.table)
         self.state_file = state_file
@@ -110,7 +116,7 @@ class Snapshot:
         done = self._done()
         progress = Progress(len(self.ranges), len(done), 0, time.monotonic(), len(done))
         self.sink.ensure_topic(self.topic)
-        self.sink.ensure_schema(self.table)
+        self.sink.ensure_schema(self.published)
         failed: list[Any] = []
 
         def delivered(err: Any, _msg: Any) -> None:
@@ -133,6 +139,9 @@ class Snapshot:
                 for key, record in records:
                     if record["kind"] == "STATIC_ROW" and key == last_key:
                         continue  # a partition's static columns: once, with its first row
+                    if self.actions:
+                        record = captured_record(record, self.capture, self.actions,
+                                                 self.published)
                     self.sink.produce(self.topic, key, rowupdate.encode(record), delivered)
                     last_key = key
                 progress.rows += 1

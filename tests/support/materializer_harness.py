@@ -27,6 +27,7 @@ from publisher.agent.offset_store import OffsetStore, SegmentState
 from publisher.commitlog.schema_source import CassandraSchemaSource
 from publisher.kafka_sink import KafkaSink
 from publisher.settings import PublisherConfig
+from shared.capture import CaptureSettings
 from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import read_to_end
 from shared.metrics import Registry
@@ -40,12 +41,14 @@ COPY_FIELDS = frozenset({"host", "datacenter", "file", "pos", "index", "kafka_to
 
 def publish_new_cdc(stack: StackSettings, cql: Any, before: dict[str, int], prefix: str,
                     workdir: Path, host: str = "node-1", from_before: bool = False,
-                    kafka: Mapping[str, str] | None = None) -> int:
+                    kafka: Mapping[str, str] | None = None,
+                    capture: CaptureSettings | None = None) -> int:
     """Copy what the node synced since `before` into a private cdc_raw (marked COMPLETED)
     and publish it with an in-process agent; returns the records acknowledged. `kafka`:
     the agent's librdkafka settings (default: the stack's broker, no security).
     `from_before`: the agent starts at the `before` offsets (as if it had published
-    everything up to there), not at the start of those segments."""
+    everything up to there), not at the start of those segments. `capture`: the agent's
+    capture rules (default: every table whole)."""
     offsets = settled_offsets(stack.cdc_raw_dir)
     cdc_raw = workdir / f"cdc_raw-{host}"
     cdc_raw.mkdir(parents=True)
@@ -54,6 +57,8 @@ def publish_new_cdc(stack: StackSettings, cql: Any, before: dict[str, int], pref
     config.cdc.cdc_raw = cdc_raw
     config.kafka.topic_prefix = prefix
     config.node.host = host
+    if capture is not None:
+        config.capture = capture
     metrics = Registry()
     sink = KafkaSink(kafka or stack.bootstrap_servers, prefix, 3, 1, {}, metrics)
     store = OffsetStore(workdir / f"state-{host}")
