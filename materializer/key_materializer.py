@@ -51,8 +51,12 @@ def event_topic(prefix: str, keyspace: str, table: str) -> str:
 def event_topic_of_raw(prefix: str, raw_topic: str) -> str:
     """The event topic of a raw topic `<prefix>.raw.<keyspace>.<table>` (Cassandra's names
     have no dots, so the two parts are the last two)."""
-    keyspace, table = raw_topic.rsplit(".", 2)[1:]
-    return event_topic(prefix, keyspace, table)
+    return f"{prefix}.{table_of_raw(raw_topic)}"
+
+
+def table_of_raw(raw_topic: str) -> str:
+    """`keyspace.table` of a raw topic `<prefix>.raw.<keyspace>.<table>`."""
+    return ".".join(raw_topic.rsplit(".", 2)[1:])
 
 
 @dataclass(slots=True)
@@ -75,6 +79,9 @@ class Result:
     schema_hash: str | None = None
     next_timer_ms: int | None = None
     pages: PageWrites = field(default_factory=dict)
+    # the write time (µs) of each change a live record made an event of (the freshness
+    # metric; not TTL expiries, not snapshot rows)
+    write_times_us: list[int] = field(default_factory=list)
 
 
 class _TableVersion:
@@ -235,6 +242,8 @@ class KeyMaterializer:
                                                         source, exc))
                 continue
             result.outputs.append((version.topic, event_key, event))
+            if ch.cause is not None and op != "r":
+                result.write_times_us.append(ch.ts_us)
             if ch.op == "d" and self.settings.tombstones:
                 result.outputs.append((version.topic, event_key, None))
 

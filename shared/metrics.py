@@ -47,6 +47,52 @@ class Metric:
         return lines
 
 
+class Histogram(Metric):
+    """A histogram family: observations counted into fixed buckets (upper bounds), with
+    their sum, per label set."""
+
+    def __init__(self, name: str, help_text: str, buckets: tuple[float, ...],
+                 labels: tuple[str, ...]) -> None:
+        super().__init__(name, help_text, "histogram", labels)
+        self.buckets = buckets
+        self.counts: dict[tuple[str, ...], list[int]] = {}  # per bucket, then +Inf
+        self.sums: dict[tuple[str, ...], float] = {}
+
+    def add(self, counts: list[int], total: float, *labels: str) -> None:
+        """Add observations already counted per bucket (len(buckets) + 1 counts, the last
+        for +Inf) with their sum."""
+        if len(counts) != len(self.buckets) + 1:
+            raise ValueError(f"{self.name}: {len(counts)} counts for "
+                             f"{len(self.buckets) + 1} buckets")
+        mine = self.counts.setdefault(labels, [0] * len(counts))
+        for i, n in enumerate(counts):
+            mine[i] += n
+        self.sums[labels] = self.sums.get(labels, 0.0) + total
+
+    def render(self) -> list[str]:
+        """Prometheus text lines: cumulative buckets, sum and count per label set."""
+        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
+        for labels, counts in sorted(dict(self.counts).items()):
+            running = 0
+            for bound, n in zip((*self.buckets, float("inf")), counts, strict=True):
+                running += n
+                le = "+Inf" if bound == float("inf") else f"{bound:g}"
+                lines.append(f"{self.name}_bucket"
+                             f"{_labels((*self.labels, 'le'), (*labels, le))} {running}")
+            lines.append(f"{self.name}_sum{_labels(self.labels, labels)} "
+                         f"{self.sums.get(labels, 0.0):g}")
+            lines.append(f"{self.name}_count{_labels(self.labels, labels)} {running}")
+        return lines
+
+
+def bucket_of(buckets: tuple[float, ...], value: float) -> int:
+    """The index of the first bucket whose upper bound holds `value` (len: +Inf)."""
+    for i, bound in enumerate(buckets):
+        if value <= bound:
+            return i
+    return len(buckets)
+
+
 class Registry:
     """Named metric families plus gauges computed when scraped."""
 
@@ -67,6 +113,15 @@ class Registry:
     def gauge(self, name: str, help_text: str, labels: tuple[str, ...] = ()) -> Metric:
         """A gauge family (created on first use)."""
         return self._get(name, help_text, "gauge", labels)
+
+    def histogram(self, name: str, help_text: str, buckets: tuple[float, ...],
+                  labels: tuple[str, ...] = ()) -> Histogram:
+        """A histogram family (created on first use)."""
+        metric = self.metrics.get(name)
+        if metric is None:
+            metric = self.metrics[name] = Histogram(name, help_text, buckets, labels)
+        assert isinstance(metric, Histogram), name
+        return metric
 
     def on_scrape(self, collect: Callable[[], None]) -> None:
         """Run `collect` (which sets gauges) before each rendering."""

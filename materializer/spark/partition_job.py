@@ -25,6 +25,7 @@ reshard` has moved the stores with their keys (`materializer.spark.partition_res
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -32,12 +33,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from materializer.kafka.changelog import ChangelogJob, Changelogs
-from materializer.key_materializer import KeyMaterializer, RawRecord, Result
+from materializer.key_materializer import KeyMaterializer, RawRecord, Result, table_of_raw
 from materializer.output.event_settings import EventSettings
 from materializer.rules.pages import DEFAULT_PAGE_ROWS
-from materializer.spark.progress import PARTITION_METRICS
+from materializer.spark.progress import PARTITION_METRICS, TaskStats
 from materializer.store.partition_store import PartitionStore, partition_path
-from shared.heartbeat import HEARTBEAT_BYTE
+from shared.heartbeat import HEARTBEAT_BYTE, decode_heartbeat
 from shared.rowupdate import COPY_KEY_SIZE, VERSION_BYTE
 
 if TYPE_CHECKING:
@@ -47,8 +48,9 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the local property Spark sets for
 METRICS = PARTITION_METRICS  # the name of the query's observed metrics
 # mapInArrow's output: events, plus one row per task (topic null) with its copy counts
 TASK_SCHEMA = ("topic STRING, key BINARY, value BINARY, copies_in LONG, copies_dropped LONG,"
-               " store_keys LONG, stores LONG, stores_restored LONG, writes_restored LONG")
-_COUNTS = (None,) * 6  # an event row's count columns
+               " store_keys LONG, stores LONG, stores_restored LONG, writes_restored LONG,"
+               " stats STRING")
+_COUNTS = (None,) * 7  # an event row's count columns
 _COPY_KEY_END = 1 + COPY_KEY_SIZE  # rowupdate.copy_key_of, inlined: it runs per copy
 STATE_DIR = "partition-state"  # under the checkpoint
 _ENTRY = struct.Struct(">qH")  # next expiry (ms, -1: none), length of the schema hash
@@ -162,8 +164,9 @@ def _batch(rows: list[tuple[Any, ...]]) -> Any:
     import pyarrow as pa
 
     names = ("topic", "key", "value", "copies_in", "copies_dropped", "store_keys", "stores",
-             "stores_restored", "writes_restored")
-    types = (pa.string(), pa.binary(), pa.binary()) + (pa.int64(),) * len(_COUNTS)
+             "stores_restored", "writes_restored", "stats")
+    types = ((pa.string(), pa.binary(), pa.binary()) + (pa.int64(),) * (len(_COUNTS) - 1)
+             + (pa.string(),))
     return pa.RecordBatch.from_arrays(
         [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)],
         schema=pa.schema(list(zip(names, types, strict=True))))
@@ -222,6 +225,7 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
     TASK_SCHEMA: the events, then one row of counts; the keys' state in `stores`."""
     by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
     copies_in = dropped = 0
+    stats = TaskStats()
     # a micro-batch's records of one key are merged in one call: how records fall into
     # batches decides which intermediate images are events
     for batch in batches:
@@ -231,6 +235,9 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
             for pk, value, offset in zip(keys, values, offsets, strict=True):
                 if value and value[0] == HEARTBEAT_BYTE:  # its partition's store is open:
                     copies_in -= 1  # that was its work (the expiries below)
+                    with contextlib.suppress(ValueError, KeyError):  # a damaged one: no age
+                        beat = decode_heartbeat(value)
+                        stats.heartbeat(beat.host, beat.at_ms)
                     continue
                 # (a value of another format goes on, to the dead-letter topic)
                 if value[:1] == VERSION_BYTE and not first_copy(value[1:_COPY_KEY_END]):
@@ -243,6 +250,10 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
         blob, schema_hash, timer = _entry(store.get(_S + pk))
         result = handler.handle(topic, pk, records, blob, schema_hash, now, _pages(store, pk))
         _apply(store, pk, timer, result)
+        if result.write_times_us:
+            table, written_s = table_of_raw(topic), time.time()
+            for ts_us in result.write_times_us:
+                stats.event(table, max(0.0, written_s - ts_us / 1e6))
         out.extend((t, k, v, *_COUNTS) for t, k, v in result.outputs)
         if len(out) >= _CHUNK:
             yield _batch(out)
@@ -259,7 +270,7 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
                 out.extend((t, k, v, *_COUNTS) for t, k, v in result.outputs)
     keys = sum(s.estimated_keys() for s in stores.open.values())
     out.append((None, None, None, copies_in, dropped, keys, len(stores.open),
-                stores.stores_restored, stores.writes_restored))
+                stores.stores_restored, stores.writes_restored, stats.to_json()))
     yield _batch(out)
 
 
@@ -297,7 +308,8 @@ def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], prefix: str
                            F.count("copies_in").alias("tasks"),
                            F.sum("stores").alias("stores_opened"),
                            F.sum("stores_restored").alias("stores_restored"),
-                           F.sum("writes_restored").alias("writes_restored"))
+                           F.sum("writes_restored").alias("writes_restored"),
+                           F.collect_list("stats").alias("stats"))
             .where(F.col("topic").isNotNull()).select("topic", "key", "value"))
 
 

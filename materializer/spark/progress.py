@@ -1,21 +1,52 @@
 """Spark's per-micro-batch progress reports → the shared metrics registry (pure, no Spark).
 
 The driver feeds every new `StreamingQueryProgress` (its JSON form) to `ProgressMetrics`;
-`/metrics` then shows throughput, batch time, the partition stores and the Kafka lag of the
-raw topics.
+`/metrics` then shows throughput, batch time, the partition stores, the Kafka lag of the
+raw topics, each table's freshness and each publisher's last heartbeat. The tasks count
+the last two in a `TaskStats` each, which reach the driver in the observed metrics.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any
 
-from shared.metrics import Registry
+from shared.metrics import Registry, bucket_of
 
 log = logging.getLogger(__name__)
 _P = "casscade_materializer_"
 PARTITION_METRICS = "partition_state"  # materializer.spark.partition_job's observe() name
+# write time -> event written, in seconds: a second or two is healthy, minutes are not
+FRESHNESS_BUCKETS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+class TaskStats:
+    """What one task saw: its events' freshness per table, its publishers' heartbeats."""
+
+    def __init__(self) -> None:
+        self.fresh: dict[str, list[float]] = {}  # table → counts per bucket (+Inf), then sum
+        self.beats: dict[str, int] = {}  # publisher host → its newest heartbeat's clock (ms)
+
+    def event(self, table: str, age_s: float) -> None:
+        """An event of `table` written `age_s` after its change's write time."""
+        counts = self.fresh.get(table)
+        if counts is None:
+            counts = self.fresh[table] = [0.0] * (len(FRESHNESS_BUCKETS_S) + 2)
+        counts[bucket_of(FRESHNESS_BUCKETS_S, age_s)] += 1
+        counts[-1] += age_s
+
+    def heartbeat(self, host: str, at_ms: int) -> None:
+        """A heartbeat from `host`, sent at its clock's `at_ms`."""
+        if at_ms > self.beats.get(host, 0):
+            self.beats[host] = at_ms
+
+    def to_json(self) -> str | None:
+        """The task's stats for the observed metrics (None: nothing seen)."""
+        if not self.fresh and not self.beats:
+            return None
+        return json.dumps({"fresh": self.fresh, "beats": self.beats}, separators=(",", ":"))
 
 
 class ProgressMetrics:
@@ -51,6 +82,16 @@ class ProgressMetrics:
         self.last_batch_id = r.gauge(_P + "last_batch_id", "Id of the last micro-batch")
         self.last_progress = r.gauge(_P + "last_progress_timestamp_seconds",
                                      "When the last progress report arrived (unix time)")
+        self.freshness = r.histogram(
+            _P + "freshness_seconds",
+            "From a change's write time in Cassandra to its event written, per table (write "
+            "times set with USING TIMESTAMP move it)", FRESHNESS_BUCKETS_S, ("table",))
+        self.heartbeat_age = r.gauge(
+            _P + "heartbeat_age_seconds",
+            "Seconds since the newest heartbeat of each publisher (host) the job has read, by "
+            "that publisher's clock", ("host",))
+        self.heartbeats: dict[str, int] = {}  # host → newest heartbeat's clock (ms)
+        r.on_scrape(self._heartbeat_ages)
         self.seen: int = -1
         self.last: dict[str, Any] | None = None
         self.last_at = time.monotonic()
@@ -88,6 +129,8 @@ class ProgressMetrics:
                                 "writes": int(parts.get("writes_restored") or 0)})
             self.stores_restored.inc(restored)
             self.writes_restored.inc(int(parts.get("writes_restored") or 0))
+            for stats in parts.get("stats") or ():
+                self._task_stats(json.loads(stats))
         self.last_batch_id.set(batch)
         if _partition_metrics(progress):
             self.store_keys.set(int(_partition_metrics(progress).get("store_keys") or 0))
@@ -95,6 +138,18 @@ class ProgressMetrics:
         known = [b for b in behind if b is not None]
         if known:
             self.lag.set(sum(known))
+
+    def _task_stats(self, stats: dict[str, Any]) -> None:
+        for table, counts in (stats.get("fresh") or {}).items():
+            self.freshness.add([int(n) for n in counts[:-1]], float(counts[-1]), table)
+        for host, at_ms in (stats.get("beats") or {}).items():
+            self.heartbeats[host] = max(self.heartbeats.get(host, 0), int(at_ms))
+        self._heartbeat_ages()
+
+    def _heartbeat_ages(self) -> None:
+        now_ms = time.time() * 1000
+        for host, at_ms in self.heartbeats.items():
+            self.heartbeat_age.set(max(0.0, (now_ms - at_ms) / 1000), host)
 
     def age_s(self) -> float:
         """Seconds since the last progress report (for /health)."""

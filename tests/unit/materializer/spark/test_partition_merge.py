@@ -177,3 +177,24 @@ def test_a_task_reads_every_changelog_end_it_may_need_at_once(tmp_path) -> None:
     assert logs.ends_read == [topics]
     assert len(logs.opened) == 10
     assert all(log.handed == 0 for log in logs.opened.values())
+
+
+def test_a_task_counts_its_events_freshness_and_its_publishers_heartbeats(tmp_path) -> None:
+    """The count row's stats: each change event's age from its write time, per table, and
+    each publisher's newest heartbeat (a TTL expiry is no write: not counted)."""
+    import time
+
+    from materializer.spark.progress import FRESHNESS_BUCKETS_S
+
+    written_s = int(time.time()) - 3  # the change was written 3 s ago
+    beats = [encode_heartbeat(Heartbeat(host, at, {}))
+             for host, at in (("node-1", 5_000), ("node-2", 7_000), ("node-1", 6_000))]
+    _events, counts = _run(tmp_path, 0, written_s * 1000 + 3000,
+                           [(7, _ttl_row(7, 5, written_s, 3600)), *((0, b) for b in beats)])
+    stats = json.loads(counts["stats"])
+    assert stats["beats"] == {"node-1": 6_000, "node-2": 7_000}
+    fresh = stats["fresh"]["shop.orders"]
+    assert sum(fresh[:-1]) == 1 and 2.5 < fresh[-1] < 30  # one event, about 3 s old
+    assert fresh[FRESHNESS_BUCKETS_S.index(5.0)] == 1  # in the (2 s, 5 s] bucket
+    _events, later = _run(tmp_path, 1, (written_s + 4000) * 1000, [])
+    assert later["stats"] is None  # the expiry's `d` is no write: no freshness

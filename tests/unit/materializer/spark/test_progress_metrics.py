@@ -95,3 +95,28 @@ def test_driver_health_turns_503_once_the_query_stopped() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_tasks_freshness_and_heartbeats_become_a_histogram_and_ages() -> None:
+    import json
+    import time
+
+    m = ProgressMetrics(m_registry := Registry())
+    now_ms = int(time.time() * 1000)
+    tasks = [json.dumps({"fresh": {"shop.orders": [1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 1, 702.5]},
+                         "beats": {"node-1": now_ms - 4000}}),
+             json.dumps({"fresh": {"shop.orders": [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.75]},
+                         "beats": {"node-1": now_ms - 9000, "node-2": now_ms - 60_000}})]
+    r = report(3, 90, "2026-11-22T10:00:00.000Z", 10, 10)
+    r["observedMetrics"] = {"partition_state": {"copies_in": 90, "stats": tasks}}
+    m.observe(r)
+    text = m_registry.render()
+    assert 'casscade_materializer_freshness_seconds_bucket{table="shop.orders",le="0.25"} 1' \
+        in text
+    assert 'casscade_materializer_freshness_seconds_bucket{table="shop.orders",le="1"} 4' \
+        in text
+    assert 'casscade_materializer_freshness_seconds_bucket{table="shop.orders",le="+Inf"} 5' \
+        in text
+    assert 'casscade_materializer_freshness_seconds_sum{table="shop.orders"} 703.25' in text
+    assert 'casscade_materializer_freshness_seconds_count{table="shop.orders"} 5' in text
+    assert 3.5 < m.heartbeat_age.get("node-1") < 10 and 59 < m.heartbeat_age.get("node-2") < 70
