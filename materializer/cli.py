@@ -127,6 +127,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         if http is not None:
             http.shutdown()
         if not stop.hung:
+            stop.finish()
             job.close_session(spark, archive)
 
 

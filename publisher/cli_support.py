@@ -40,8 +40,10 @@ def connect(host: str | list[str], port: int, username: str | None = None,
         except (NoHostAvailable, DriverException, OSError) as exc:
             cluster.shutdown()
             why = getattr(exc, "errors", None) or {f"{','.join(hosts)}:{port}": exc}
-            if time.monotonic() + 3 > deadline or _refused_for_good(why):
-                reasons = "; ".join(f"{where}: {_short(err)}" for where, err in why.items())
+            reasons = "; ".join(f"{where}: {_short(err)}" for where, err in why.items())
+            if _refused_for_good(why):  # it answered, and said no: waiting will not help
+                raise click.ClickException(f"cannot connect to Cassandra ({reasons})") from None
+            if time.monotonic() + 3 > deadline:
                 raise click.ClickException(f"Cassandra did not answer within {wait_s:.0f} s "
                                            f"({reasons})") from None
             time.sleep(3)

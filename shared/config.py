@@ -5,9 +5,10 @@ reads the YAML file (optional), applies `CASSCADE_<SECTION>__<KEY>` environment 
 (double underscore between levels, e.g. `CASSCADE_KAFKA__BOOTSTRAP_SERVERS`), then the
 `section.key=value` overrides given on the command line (`--set`), converting each value to
 the field's type. Unknown keys are errors, so a typo never silently falls back to a default;
-an environment variable that names no setting is logged and ignored (both stages may share
-an environment). Below a mapping setting (Kafka client options) the rest of the dotted
-name is one key: `--set kafka.producer.linger.ms=5`.
+an environment variable that names no setting in one of the command's sections is logged
+and ignored; one of a section the command does not have is another stage's (both stages
+may share an environment) and is ignored quietly. Below a mapping setting (Kafka client
+options) the rest of the dotted name is one key: `--set kafka.producer.linger.ms=5`.
 """
 
 from __future__ import annotations
@@ -48,11 +49,13 @@ def load(model: type[T], path: Path | str | None = None,
     env = os.environ if env is None else env
     for key, value in sorted(env.items()):
         if key.startswith(ENV_PREFIX) and "__" in key:
-            parts = _split(model, key[len(ENV_PREFIX):].lower().split("__"))
-            if parts is None:  # another stage's setting in a shared environment, or a typo
-                log.warning(f"{key} names no setting of this command; ignored")
-            else:
+            names = key[len(ENV_PREFIX):].lower().split("__")
+            parts = _split(model, names)
+            if parts is not None:
                 _set_path(data, parts, value)
+            elif names[0] in typing.get_type_hints(model):  # a typo in one of our sections
+                log.warning(f"{key} names no setting of this command; ignored")
+            # else another stage's section in a shared environment: not ours to judge
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"override {item!r} is not section.key=value")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,12 +51,20 @@ def cluster_id(conf: Mapping[str, Any], wait_s: float = DEFAULT_WAIT_S) -> str |
     quiet.addHandler(reasons)
     admin = AdminClient({**{k: v for k, v in conf.items() if k not in ("error_cb", "logger")},
                          "error_cb": reasons.on_error, "logger": quiet})
+    where = conf.get("bootstrap.servers")
+    deadline = time.monotonic() + wait_s
     try:
-        return admin.list_topics(timeout=wait_s).cluster_id
-    except KafkaException as exc:
-        admin.poll(0.2)  # serve the callbacks: the log lines say why
-        reason = reasons.refused or reasons.last or exc.args[0].str()
-        raise KafkaUnreachable(f"Kafka at {conf.get('bootstrap.servers')} did not answer "
-                               f"within {wait_s:.0f} s: {reason}") from None
+        while True:  # in short tries: a refusal (credentials, TLS) ends the wait at once
+            try:
+                return admin.list_topics(timeout=min(2.0, wait_s)).cluster_id
+            except KafkaException as exc:
+                admin.poll(0.2)  # serve the callbacks: the log lines say why
+                if reasons.refused:
+                    raise KafkaUnreachable(f"Kafka at {where} refused us: "
+                                           f"{reasons.refused}") from None
+                if time.monotonic() >= deadline:
+                    reason = reasons.last or exc.args[0].str()
+                    raise KafkaUnreachable(f"Kafka at {where} did not answer within "
+                                           f"{wait_s:.0f} s: {reason}") from None
     finally:
         quiet.removeHandler(reasons)

@@ -6,13 +6,13 @@ that call). The loop that waits for the query looks at the count, every 50 ms on
 
 Spark has no "stop after this micro-batch": `query.stop()` cancels the batch running
 then, and that batch runs again at the next start (the events it had written already
-would then be written twice). So the stop waits for the batch running when it was asked
-to commit, and stops the query at once after: between batches when the job keeps up,
-and otherwise a few milliseconds into the next one, before its tasks have read their
-records, let alone written an event. A batch that does not commit in time (a broker gone)
-is stopped anyway, and a stop that Spark does not finish (its Kafka admin client waiting
-on that broker) ends with the driver JVM killed: the checkpoint and the stores' changelogs
-are made for that.
+would then be written twice). So the stop waits for a moment no batch runs (a job that
+keeps up waits for its next trigger between batches) and stops the query then. A job
+whose batches run back to back (a backlog) has no such moment: after
+`spark.stop_timeout_s` it is stopped anyway, and so is a batch that cannot commit (a broker
+gone). A stop that Spark does not finish (its Kafka admin client waiting on that broker)
+ends with the driver JVM killed: the checkpoint and the stores' changelogs are made for
+that.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class StopRequest:
         self.hung = False  # Spark did not finish the stop: its JVM is past saving
         self._asked_at: float | None = None
         self._stopping_at: float | None = None
-        self._running: int | None = None  # the batch that ran when the stop was asked
+        self._stopper: threading.Thread | None = None
 
     def install(self) -> None:
         """Handle SIGTERM and SIGINT here (again after PySpark set its own SIGINT handler)."""
@@ -59,10 +59,10 @@ class StopRequest:
         return self.signals > 0
 
     def stop_between_batches(self, query: Any, quiet: Callable[[], None]) -> None:
-        """Stop `query` if a stop was asked for and no micro-batch is running, the one that
-        ran has committed, its time is up or a second signal came; `quiet` first turns
-        Spark's log down (a stop makes it warn of the jobs it had nothing to cancel for).
-        StopHung when Spark has not stopped it STOP_HANG_S after."""
+        """Stop `query` if a stop was asked for and no micro-batch is running, its time is
+        up or a second signal came; `quiet` first turns Spark's log down (a stop makes it
+        warn of the jobs it had nothing to cancel for). StopHung when Spark has not stopped
+        it STOP_HANG_S after."""
         if not self.signals:
             return
         now = time.monotonic()
@@ -73,23 +73,31 @@ class StopRequest:
             return
         if self._asked_at is None:
             self._asked_at = now
-            self._running = last_batch(query)
             log.info("stopping after the current micro-batch (a second SIGTERM or Ctrl-C "
                      "stops at once)")
         late = now - self._asked_at > self.timeout_s
-        if (self.signals > 1 or late or not query.status.get("isTriggerActive", False)
-                or last_batch(query) != self._running):
+        if self.signals > 1 or late or not query.status.get("isTriggerActive", False):
             if late:
-                log.warning(f"the micro-batch did not commit within {self.timeout_s:.0f} s "
-                            "(spark.stop_timeout_s); stopping it: it runs again at the next "
-                            "start")
+                log.warning(f"no moment between micro-batches came within "
+                            f"{self.timeout_s:.0f} s (spark.stop_timeout_s); stopping the "
+                            "one running: it runs again at the next start")
             quiet()
             self._stopping_at = now
             # in a thread of its own: Spark's stop can wait long on a broker that went away
-            threading.Thread(target=query.stop, name="stop-query", daemon=True).start()
+            self._stopper = threading.Thread(target=_stop, args=(query,), name="stop-query",
+                                             daemon=True)
+            self._stopper.start()
+
+    def finish(self) -> None:
+        """Wait for the query's stop to return (before Spark itself is stopped: a stop still
+        talking to a stopped SparkContext fails)."""
+        if self._stopper is not None:
+            self._stopper.join(STOP_HANG_S)
 
 
-def last_batch(query: Any) -> int | None:
-    """The id of the query's last completed micro-batch (None: none yet)."""
-    progress = query.lastProgress
-    return None if progress is None else progress["batchId"]
+def _stop(query: Any) -> None:
+    try:
+        query.stop()
+    except Exception as exc:  # noqa: BLE001 — py4j's errors: the query ended meanwhile
+        log.debug("the query's stop: %s", exc)
+

@@ -388,3 +388,51 @@ def test_an_added_column_is_a_new_compatible_schema_that_later_events_use(
         assert schema_id == new_id and after["v_added"] == f"new {i}"
     after, schema_id = last[(0, "a", 0, "x")]
     assert schema_id == new_id and after["v_added"] == "later"
+
+
+def test_masked_and_excluded_columns_land_as_published(sink_stack, cql, tmp_path) -> None:
+    """Capture rules through the JDBC sink: PostgreSQL gets the masked values and no
+    column for the excluded one (the sink makes its table from the published schema)."""
+    import hashlib
+
+    from shared.capture import CaptureSettings
+
+    ks, salt = f"sinkcap_{uuid.uuid4().hex[:8]}", "sink-salt"
+    cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
+                "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    try:
+        cql.execute(f"CREATE TABLE {ks}.people (id int PRIMARY KEY, email text, ssn text, "
+                    "notes text, age int) WITH cdc = true")
+        before = cdc_offsets(sink_stack.cdc_raw_dir)
+        for n in range(50):
+            cql.execute(f"INSERT INTO {ks}.people (id, email, ssn, notes, age) VALUES "
+                        f"({n}, 'p{n}@example.com', '{n:03d}-12-3456', 'note {n}', {n})")
+        prefix = f"kc{uuid.uuid4().hex[:6]}"
+        capture = CaptureSettings(column_exclude_list=[f"{ks}\\.people\\.notes"],
+                                  column_mask_hash=[f"{ks}\\.people\\.email"],
+                                  column_mask_hash_salt=salt,
+                                  column_mask_chars=[f"{ks}\\.people\\.ssn"])
+        assert publish_new_cdc(sink_stack, cql, before, prefix, tmp_path / "pub",
+                               capture=capture) >= 50
+        sets = [f"events.{k}={str(v).lower() if isinstance(v, bool) else v}"
+                for k, v in RELATIONAL.items()]
+        run_materializer(materializer_command(sink_stack, prefix, tmp_path / "ckpt", *sets),
+                         tmp_path / "job.log")
+        name = f"pg-{prefix}"
+        connect.put_connector(sink_stack, name, connect.sink_config(sink_stack, prefix, ks))
+        m = {"s": sink_stack, "prefix": prefix, "ks": ks, "connector": name,
+             "tables": {"people": None}}
+        try:
+            _caught_up(m)
+            with psycopg.connect(postgres.url(sink_stack)) as conn:
+                cur = conn.execute(f'SELECT * FROM "{_pg_table(m, "people")}" ORDER BY id')
+                names = [c.name for c in cur.description]
+                rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+        finally:
+            connect.delete_connector(sink_stack, name)
+        assert sorted(names) == ["age", "email", "id", "ssn"]  # no notes column
+        assert rows == [{"id": n, "age": n, "ssn": "********",
+                         "email": hashlib.sha256(f"{salt}p{n}@example.com".encode()).hexdigest()}
+                        for n in range(50)]
+    finally:
+        cql.execute(f"DROP KEYSPACE {ks}")

@@ -60,7 +60,8 @@ def test_a_running_job_stops_after_its_micro_batch_without_a_traceback(
     prefix = f"stop{uuid.uuid4().hex[:6]}"
     _raw_topic(stack, prefix)
     checkpoint = tmp_path / "checkpoint"
-    sets = [f"kafka.max_offsets_per_trigger={PER_BATCH}", "spark.trigger_interval_ms=0"]
+    # the default trigger (1 s): a job that keeps up waits for it between batches
+    sets = [f"kafka.max_offsets_per_trigger={PER_BATCH}"]
     log = tmp_path / "job.log"
     job = start_materializer(materializer_command(stack, prefix, checkpoint, *sets,
                                                   available_now=False), log)

@@ -30,6 +30,7 @@ def test_a_list_is_comma_separated_or_yaml() -> None:
 
 
 def test_an_environment_variable_of_no_setting_is_named_and_ignored(caplog) -> None:
+    """A typo in one of the command's sections is named; another stage's section is not."""
     with caplog.at_level(logging.WARNING, logger="shared.config"):
         cfg = load(MaterializerConfig, None, [], env={
             "CASSCADE_CDC__CDC_RAW": "/var/lib/cassandra/cdc_raw",  # the publisher's
@@ -37,8 +38,8 @@ def test_an_environment_variable_of_no_setting_is_named_and_ignored(caplog) -> N
             "CASSCADE_KAFKA__BOOTSTRAP_SERVERS": "kafka:9092"})
     assert cfg.kafka.bootstrap_servers == "kafka:9092"
     warned = [r.getMessage() for r in caplog.records]
-    assert warned == ["CASSCADE_CDC__CDC_RAW names no setting of this command; ignored",
-                      "CASSCADE_KAFKA__BOOTSTRAP_SERVER names no setting of this command; "
+    # the publisher's cdc section is not the materializer's to judge: no word of it
+    assert warned == ["CASSCADE_KAFKA__BOOTSTRAP_SERVER names no setting of this command; "
                       "ignored"]
 
 

@@ -30,14 +30,16 @@ class Query:
         self.stopped += 1
 
 
-def test_a_stop_waits_for_the_running_batch_to_commit() -> None:
+def test_a_stop_waits_for_a_moment_between_batches() -> None:
     stop, query, quiet = StopRequest(), Query(active=True, batch=4), []
     stop.stop_between_batches(query, lambda: quiet.append(1))
     assert not stop.requested and query.stopped == 0  # nothing asked: nothing done
     stop._on_signal(signal.SIGTERM, None)
     stop.stop_between_batches(query, lambda: quiet.append(1))
-    assert query.stopped == 0  # batch 5 still runs
-    query.lastProgress = {"batchId": 5}  # it committed (the next may have begun)
+    query.lastProgress = {"batchId": 5}  # it committed, and the next one began at once
+    stop.stop_between_batches(query, lambda: quiet.append(1))
+    assert query.stopped == 0  # still inside a batch: no stop
+    query.status["isTriggerActive"] = False  # waiting for its next trigger
     stop.stop_between_batches(query, lambda: quiet.append(1))
     assert _stopped(query) == 1 and quiet == [1]
 
