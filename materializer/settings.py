@@ -72,9 +72,9 @@ class SparkSettings:
     # this many failures without a completed micro-batch in between end the run (0: never)
     max_restarts: int = 10
     restart_backoff_s: float = 5.0
-    # SIGTERM/Ctrl-C waits this long for the running micro-batch to commit, then stops the
-    # query anyway (that batch runs again at the next start); a query still not stopped 30 s
-    # later (Spark waiting on a broker that went away) has its driver JVM killed
+    # SIGTERM/Ctrl-C waits this long for a moment between micro-batches, then stops the
+    # query anyway (the batch it cuts short runs again at the next start); a query still not
+    # stopped 30 s later (Spark waiting on a broker that went away) has its driver JVM killed
     stop_timeout_s: float = 45.0
     # auto: the jars the local stack fetched into .casscade/lib (materializer.spark.
     # connector_jars; `deploy/local/stack fetch`);
