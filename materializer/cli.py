@@ -133,13 +133,13 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
 
 def _reach(kafka: dict[str, str], events: Any) -> None:
     """A ClickException naming the endpoint and the reason when Kafka or the schema
-    registry (Avro events) does not answer."""
+    registry (Avro events; None: no registry to check) does not answer."""
     from materializer.output.avro_registry import ConfluentRegistry, RegistryError
     from shared.kafka_reach import KafkaUnreachable, cluster_id
 
     try:
         cluster_id(kafka)
-        if events.format == "avro" and events.schema_registry_url:
+        if events is not None and events.format == "avro" and events.schema_registry_url:
             ConfluentRegistry(events.schema_registry_url,
                               events.schema_registry.access()).check()
     except (KafkaUnreachable, RegistryError) as exc:
@@ -199,6 +199,7 @@ def reshard(partitions: int, partitioner: str, config_file: Path | None,
 
     cfg = _config(config_file, overrides)
     setup_logging(cfg.log.level, cfg.log.format)
+    _reach(cfg.kafka.client(), None)
     try:
         report = reshard_stores(cfg.kafka.client(), cfg.kafka.topic_prefix,
                                 cfg.spark.checkpoint, partitions, partitioner,

@@ -98,3 +98,12 @@ def test_a_checkpoint_of_another_job_is_refused(stack: StackSettings, tmp_path: 
     assert (f"belongs to the job that reads {first}.raw.* on Kafka cluster " in line
             and f"this config reads {second}.raw.* on Kafka cluster " in line
             and "give this job a spark.checkpoint of its own" in line), line
+
+
+def test_reshard_names_an_unreachable_kafka(tmp_path: Path) -> None:
+    port = _closed_port()
+    line = _one_error(*_run("materializer", "reshard", "--partitions", "8",
+                            "--set", f"spark.checkpoint={tmp_path}",
+                            "--set", f"kafka.bootstrap_servers=127.0.0.1:{port}"))
+    assert line.startswith(f"Error: Kafka at 127.0.0.1:{port} did not answer within 15 s: "), \
+        line

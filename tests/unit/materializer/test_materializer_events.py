@@ -253,3 +253,36 @@ def test_a_raw_topic_names_its_event_topic() -> None:
 
     assert event_topic_of_raw("casscade", "casscade.raw.shop.orders") == "casscade.shop.orders"
     assert event_topic_of_raw("a.b", "a.b.raw.ks.t") == event_topic("a.b", "ks", "t")
+
+
+def test_a_column_the_capture_rules_leave_out_later_leaves_the_events_like_a_drop() -> None:
+    """The publishers' capture rules changed to exclude `at` (and mask `note`): a schema
+    version of its own, which later events follow like an ALTER TABLE (JSON and Avro)."""
+    from shared.capture import CHARS, EXCLUDE, CaptureSettings, captured_table
+
+    captured = captured_table(TABLE, {"at": EXCLUDE, "note": CHARS})
+    h = KeyMaterializer(Registry(TABLE, captured), EventSettings(tombstones=False), "p")
+    first = raw("ROW", [i32(1)], [("qty", None, i32(1)), ("at", None, (5).to_bytes(8, "big"))],
+                1000, 10, liveness=True)
+    events, state = run(h, [first])
+    assert events[-1][2]["after"]["at"] == 5
+    rec = rowupdate.decode(raw("ROW", [i32(1)], [("qty", None, i32(2))], 2000, 11))
+    rules = CaptureSettings(column_mask_chars=["shop\\.orders\\.note"]).rules()
+    rec["schema_hash"] = captured.schema_hash
+    static = rowupdate.decode(raw("STATIC_ROW", [], [("note", None, rules.mask(CHARS, b"x"))],
+                                  2000, 12))
+    static["schema_hash"] = captured.schema_hash
+    events, _ = run(h, [rowupdate.encode(rec), rowupdate.encode(static)], state)
+    after = events[-1][2]["after"]
+    assert "at" not in after and after["qty"] == 2 and after["note"] == "********"
+    # the envelope's Connect schema (which the Avro schema is made from) follows it too
+    with_schema = KeyMaterializer(Registry(TABLE, captured),
+                                  EventSettings(tombstones=False, schemas=True), "p")
+    (_t, _k, value), = with_schema.handle("p.raw.shop.orders", i32(7),
+                                           [RawRecord(rowupdate.encode(rec), 2, 300)], None,
+                                           None, NOW_MS).outputs
+    after_schema = next(f for f in json.loads(value)["schema"]["fields"]
+                        if f["field"] == "after")
+    assert {f["field"]: f["type"] for f in after_schema["fields"]} == {
+        "id": "int32", "line": "int32", "note": "string", "qty": "int32",
+        "tags": "map"}
