@@ -114,6 +114,9 @@ def kill_driver() -> None:
         proc.wait(60)
 
 
+DAEMON_MODULE = "materializer.spark.pyspark_daemon"
+
+
 def _jars(cfg: MaterializerConfig) -> str:
     """spark.jars: the Kafka connector's jars ("" when spark-submit provides them)."""
     s = cfg.spark
@@ -152,6 +155,8 @@ def session(cfg: MaterializerConfig, available_now: bool = False,
     builder = (builder
                # Python workers talk to the JVM over a Unix socket, not loopback TCP
                .config("spark.python.unix.domain.socket.enabled", "true")
+               # PySpark's daemon, quiet about the workers the JVM leaves at its stop
+               .config("spark.python.daemon.module", DAEMON_MODULE)
                .config("spark.ui.showConsoleProgress", "false"))
     if CONSUMER_CACHE not in s.conf:
         raw = partition_job.raw_partition_counts(cfg.kafka.client(),

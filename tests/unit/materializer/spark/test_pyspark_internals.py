@@ -63,3 +63,25 @@ def test_without_the_launcher_a_warning_says_ctrl_c_reaches_the_tasks(
     with caplog.at_level(logging.WARNING), pyspark_internals.jvm_in_own_session():
         pass
     assert "Ctrl-C also interrupts its running tasks" in caplog.text
+
+
+def test_the_daemon_still_prints_a_workers_failure_with_print_exc() -> None:
+    import pyspark.daemon
+
+    source = inspect.getsource(pyspark.daemon.manager)
+    assert "traceback.print_exc()" in source
+    assert "def manager" in inspect.getsource(pyspark.daemon)
+
+
+def test_the_quiet_daemon_leaves_out_only_a_closed_socket(capsys) -> None:
+    from materializer.spark.pyspark_daemon import print_exc_unless_gone
+
+    for exc in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset"),
+                ValueError("a real failure")):
+        try:
+            raise exc
+        except Exception:  # noqa: BLE001 — what the daemon's handler sees
+            print_exc_unless_gone()
+    said = capsys.readouterr().err
+    assert "ValueError: a real failure" in said
+    assert "BrokenPipeError" not in said and "ConnectionResetError" not in said
