@@ -279,3 +279,36 @@ def test_varint_beyond_int64_goes_to_the_dead_letter_topic_in_avro_long_mode() -
 def test_varint_string_mode_is_exact(fmt: str) -> None:
     events = _varint_events(fmt, "string", [-10**30, 3])
     assert [e["after"]["v"] for _t, _k, e in events] == [str(-10**30), "3"]
+
+
+def test_avro_events_of_a_captured_table_carry_what_was_published() -> None:
+    """The publisher excluded `m` and hashed `tx`: the Avro schema registered for the
+    events has no `m`, a string `tx`, and the events decode to the hash."""
+    from shared.capture import EXCLUDE, HASH, CaptureSettings, captured_table
+
+    rules = CaptureSettings(column_mask_hash=["ks\\.all-types\\.tx"],
+                            column_mask_hash_salt="s").rules()
+    captured = captured_table(TABLE, {"m": EXCLUDE, "tx": HASH})
+
+    class Captured:
+        def get(self, schema_hash: str) -> TableSchema:
+            assert schema_hash == captured.schema_hash
+            return captured
+
+    rec = rowupdate.decode(_insert(1000, 10))
+    hashed = rules.mask(HASH, "héllo".encode())
+    rec["schema_hash"] = captured.schema_hash
+    rec["cells"] = [c | {"value": hashed} if c["column"] == "tx" else c
+                    for c in rec["cells"] if c["column"] != "m"]
+    publisher = RecordingPublisher()
+    h = KeyMaterializer(Captured(), EventSettings(format="avro", tombstones=False), "p",
+                        schema_publisher=publisher)
+    (_topic, _key, value), = h.handle("p.raw.ks.all-types", struct.pack(">i", 1),
+                                      [RawRecord(rowupdate.encode(rec), 0, 0)], None, None,
+                                      NOW_MS).outputs
+    schema = publisher.schemas[value[:10]]
+    before = next(f for f in schema["fields"] if f["name"] == "before")  # defines the row
+    row = next(t for t in before["type"] if isinstance(t, dict))
+    fields = {f["name"]: f["type"] for f in row["fields"]}
+    assert "m" not in fields and "string" in fields["tx"]
+    assert decode(value, publisher.schemas)["after"]["tx"] == hashed.decode()
