@@ -1,0 +1,1 @@
+"""`casscade verify`: the stream checked against the table it comes from."""
