@@ -245,13 +245,15 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
                     continue
                 by_key.setdefault((topic, part, pk), []).append(RawRecord(value, part, offset))
     out: list[tuple[Any, ...]] = []
+    tables: dict[str, str] = {}  # raw topic → keyspace.table, for the freshness stats
     for (topic, part, pk), records in by_key.items():
         store = stores.get(topic, part)
         blob, schema_hash, timer = _entry(store.get(_S + pk))
         result = handler.handle(topic, pk, records, blob, schema_hash, now, _pages(store, pk))
         _apply(store, pk, timer, result)
         if result.write_times_us:
-            table, written_s = table_of_raw(topic), time.time()
+            table = tables.get(topic) or tables.setdefault(topic, table_of_raw(topic))
+            written_s = time.time()
             for ts_us in result.write_times_us:
                 stats.event(table, max(0.0, written_s - ts_us / 1e6))
         out.extend((t, k, v, *_COUNTS) for t, k, v in result.outputs)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -17,6 +16,7 @@ from typing import Any
 import yaml
 
 from support.paths import ROOT
+from support.services import free_port
 
 RULES = ROOT / "deploy" / "monitoring" / "alerts.yml"
 
@@ -27,13 +27,6 @@ def binary(name: str) -> str:
     assert path is not None, (f"{name} is not installed: Debian's prometheus package has it "
                               "(apt-get install prometheus; .ci/run installs it)")
     return path
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager

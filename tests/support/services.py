@@ -72,3 +72,12 @@ def wait_for_quiet_node(stack, limit_s: float = 60) -> None:
         time.sleep(1)
         if cpu() - before < 0.1:
             return
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

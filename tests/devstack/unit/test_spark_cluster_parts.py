@@ -21,11 +21,7 @@ from devstack.settings import StackSettings, repo_root
 from devstack.spark_cli import spark
 from devstack.spark_cluster import ClusterConfig
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from support.services import free_port
 
 
 @pytest.fixture
@@ -37,7 +33,7 @@ def settings(tmp_path: Path) -> StackSettings:
 def quiet_ports(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ClusterConfig]:
     """Ports nobody listens on, so a developer's running cluster is not seen."""
     for var in spark_cluster.PORT_VARS.values():
-        monkeypatch.setenv(var, str(_free_port()))
+        monkeypatch.setenv(var, str(free_port()))
     monkeypatch.setenv("CASSCADE_STATE_DIR", str(tmp_path / "state"))
     yield ClusterConfig.from_env()
 

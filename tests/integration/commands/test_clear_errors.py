@@ -4,7 +4,6 @@ them)."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -16,15 +15,9 @@ import pytest
 from devstack.settings import StackSettings, repo_root
 
 from support.materializer_harness import materializer_command, run_materializer
+from support.services import free_port
 
 pytestmark = pytest.mark.integration
-
-
-def _closed_port() -> int:
-    """A loopback port nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run(*args: str, timeout_s: float = 60) -> tuple[int, list[str], float]:
@@ -48,7 +41,7 @@ def _one_error(code: int, lines: list[str], took: float) -> str:
 
 
 def test_the_materializer_names_an_unreachable_kafka(tmp_path: Path) -> None:
-    port = _closed_port()
+    port = free_port()
     line = _one_error(*_run("materializer", "run", "--set", f"spark.checkpoint={tmp_path}",
                             "--set", f"kafka.bootstrap_servers=127.0.0.1:{port}",
                             "--set", "http.port=0"))
@@ -57,7 +50,7 @@ def test_the_materializer_names_an_unreachable_kafka(tmp_path: Path) -> None:
 
 
 def test_the_publisher_names_an_unreachable_cassandra(tmp_path: Path) -> None:
-    port = _closed_port()
+    port = free_port()
     (tmp_path / "cdc_raw").mkdir()
     line = _one_error(*_run("publisher", "run", "--set", f"cdc.cdc_raw={tmp_path / 'cdc_raw'}",
                             "--set", f"state.path={tmp_path / 'state'}",
@@ -67,7 +60,7 @@ def test_the_publisher_names_an_unreachable_cassandra(tmp_path: Path) -> None:
 
 
 def test_the_publisher_names_an_unreachable_kafka(stack: StackSettings, tmp_path: Path) -> None:
-    port = _closed_port()
+    port = free_port()
     (tmp_path / "cdc_raw").mkdir()
     line = _one_error(*_run("publisher", "run", "--set", f"cdc.cdc_raw={tmp_path / 'cdc_raw'}",
                             "--set", f"state.path={tmp_path / 'state'}",
@@ -79,7 +72,7 @@ def test_the_publisher_names_an_unreachable_kafka(stack: StackSettings, tmp_path
 
 def test_the_materializer_names_a_schema_registry_that_is_down(stack: StackSettings,
                                                                tmp_path: Path) -> None:
-    port = _closed_port()
+    port = free_port()
     line = _one_error(*_run("materializer", "run", "--set", f"spark.checkpoint={tmp_path}",
                             "--set", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
                             "--set", "events.format=avro",
@@ -101,7 +94,7 @@ def test_a_checkpoint_of_another_job_is_refused(stack: StackSettings, tmp_path: 
 
 
 def test_reshard_names_an_unreachable_kafka(tmp_path: Path) -> None:
-    port = _closed_port()
+    port = free_port()
     line = _one_error(*_run("materializer", "reshard", "--partitions", "8",
                             "--set", f"spark.checkpoint={tmp_path}",
                             "--set", f"kafka.bootstrap_servers=127.0.0.1:{port}"))

@@ -16,8 +16,9 @@ from shared.kafka_topics import TopicCreator
 
 from support.materializer_harness import kill_group, materializer_command, start_materializer
 from support.mutations import TABLE, body, i32, mutation
-from support.prometheus import free_port, prometheus, query, rules
+from support.prometheus import prometheus, query, rules
 from support.publisher_harness import AgentProcess
+from support.services import free_port
 
 pytestmark = pytest.mark.integration
 CHANGES = 200

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import uuid
@@ -25,6 +24,8 @@ from devstack.process import pid_alive, port_in_use
 from devstack.settings import StackSettings, repo_root
 from materializer.output.avro_registry import ConfluentRegistry, RegistryError
 
+from support.services import free_port
+
 pytestmark = pytest.mark.integration
 
 V1 = {"type": "record", "name": "Row", "namespace": "casscade.test",
@@ -35,15 +36,9 @@ COMPATIBLE = {**V1, "fields": [*V1["fields"],
                                {"name": "age", "type": ["null", "int"], "default": None}]}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _settings(state_dir: Path) -> StackSettings:
     return StackSettings(state_dir=state_dir, lib_root=StackSettings.from_env().lib_root,
-                         registry_port=_free_port())
+                         registry_port=free_port())
 
 
 @pytest.fixture(scope="module")
