@@ -14,7 +14,7 @@ import click
 
 ENTRY_POINTS = "casscade.commands"
 # the order `casscade --help` lists them in; a group not named here comes after them
-ORDER = ("publisher", "materializer", "snapshot", "ops", "dev")
+ORDER = ("publisher", "materializer", "snapshot", "ops", "verify", "dev")
 
 
 class _Root(click.Group):
@@ -48,6 +48,7 @@ def cli() -> None:
       materializer  Spark job: raw topics -> change events with full before/after rows
       snapshot      bootstrap: a table's existing rows into its raw topic
       ops           flush the CDC tables (cron), the filler-table writer
+      verify        the stream's latest image of every key against the table's row
     Tools (a checkout's `make venv` installs them):
       dev           the local Kafka + Cassandra stack used by `make demo` and `make test`
     """

@@ -72,7 +72,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     except ValueError as exc:  # ConfigError is one
         raise click.UsageError(str(exc)) from exc
     setup_logging(cfg.log.level, cfg.log.format)
-    _reach(kafka, events)  # before Spark: one line if Kafka or the registry is not there
+    reach_or_exit(kafka, events)  # before Spark: one line if Kafka or the registry is not there
     progress = ProgressMetrics(Registry())
     running: list[Any] = []  # the query, once started (for /health)
     http = _serve(cfg, running, progress)  # first: a taken port fails before Spark starts
@@ -131,7 +131,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
             job.close_session(spark, archive)
 
 
-def _reach(kafka: dict[str, str], events: Any) -> None:
+def reach_or_exit(kafka: dict[str, str], events: Any) -> None:
     """A ClickException naming the endpoint and the reason when Kafka or the schema
     registry (Avro events; None: no registry to check) does not answer."""
     from materializer.output.avro_registry import ConfluentRegistry, RegistryError
@@ -199,7 +199,7 @@ def reshard(partitions: int, partitioner: str, config_file: Path | None,
 
     cfg = _config(config_file, overrides)
     setup_logging(cfg.log.level, cfg.log.format)
-    _reach(cfg.kafka.client(), None)
+    reach_or_exit(cfg.kafka.client(), None)
     try:
         report = reshard_stores(cfg.kafka.client(), cfg.kafka.topic_prefix,
                                 cfg.spark.checkpoint, partitions, partitioner,

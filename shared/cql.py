@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ssl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +67,17 @@ def tls_context(ca_file: Path | None, cert_file: Path | None = None,
             raise ConfigError(f"{section}.ssl_cert_file {cert_file} / ssl_key_file "
                               f"{key_file}: {exc}") from exc
     return ctx
+
+
+@contextmanager
+def python_row_decoder(session: Any) -> Iterator[None]:
+    """Rows decoded by the driver's pure-Python protocol handler while inside: its compiled
+    decoder rejects the WRITETIME/TTL lists of collections when they hold nulls."""
+    from cassandra.protocol import _ProtocolHandler
+
+    handler = session.client_protocol_handler
+    session.client_protocol_handler = _ProtocolHandler
+    try:
+        yield
+    finally:
+        session.client_protocol_handler = handler

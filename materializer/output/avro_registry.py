@@ -110,6 +110,18 @@ class ConfluentRegistry:
                                     f"{wait_s:.0f} s: {failure}")
             time.sleep(2)
 
+    def schema(self, schema_id: int) -> Any:
+        """The Avro schema the registry holds under `schema_id` (a reader's lookup)."""
+        req = urllib.request.Request(f"{self.url}/schemas/ids/{schema_id}",
+                                     headers=self._headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s,
+                                        context=self._context) as resp:
+                return json.loads(json.load(resp)["schema"])
+        except (urllib.error.URLError, OSError, KeyError, ValueError) as exc:
+            raise RegistryError(f"schema registry {self.url}: cannot read schema id "
+                                f"{schema_id}: {exc}") from None
+
     def register(self, subject: str, schema: Any) -> int:
         """The registry's id of `schema` under `subject` (registering it if new)."""
         body = json.dumps({"schema": json.dumps(schema), "schemaType": "AVRO"}).encode()

@@ -23,6 +23,7 @@ from publisher.kafka_sink import KafkaSink, raw_topic
 from publisher.snapshot.rows import row_records, select_statement
 from shared import rowupdate
 from shared.capture import Capture, captured_record, captured_table
+from shared.cql import python_row_decoder
 from shared.schema import TableSchema
 
 log = logging.getLogger(__name__)
@@ -101,16 +102,8 @@ class Snapshot:
 
     def run(self, report: Callable[[Progress], None] = lambda _p: None) -> Progress:
         """Scan every range not done yet; returns the final progress."""
-        from cassandra.protocol import _ProtocolHandler
-
-        # The driver's compiled result decoder rejects the WRITETIME/TTL lists of
-        # collections when they hold nulls; the pure-Python one reads them.
-        handler = self.session.client_protocol_handler
-        self.session.client_protocol_handler = _ProtocolHandler
-        try:
+        with python_row_decoder(self.session):
             return self._run(report)
-        finally:
-            self.session.client_protocol_handler = handler
 
     def _run(self, report: Callable[[Progress], None]) -> Progress:
         done = self._done()

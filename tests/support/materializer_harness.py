@@ -3,9 +3,7 @@ as a real process, read the event topics, and ask Cassandra for the truth (test 
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import datetime as dt
 import json
 import os
 import signal
@@ -19,6 +17,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
+from casscade.verify.avro_json import avro_as_json
 from devstack.settings import StackSettings, repo_root
 from materializer.output.envelope import EnvelopeWriter, dumps
 from materializer.output.values import MODES, ValueModes, to_connect
@@ -180,31 +179,6 @@ def final_rows(events: list[tuple[int, int, dict, dict | None]]) -> dict[str, di
 def canonical(obj: Any) -> str:
     """Stable JSON text (object keys sorted) for comparisons."""
     return json.dumps(obj, sort_keys=True)
-
-
-def avro_as_json(value: Any, schema: dict[str, Any]) -> Any:
-    """Avro-decoded event data in the JsonConverter form of the same Connect `schema`
-    (bytes → base64, logical dates/timestamps → numbers, map entries → pairs or an object)."""
-    if value is None:
-        return None
-    t, name = schema["type"], schema.get("name")
-    if t == "bytes":
-        return base64.b64encode(value).decode()
-    if name == "org.apache.kafka.connect.data.Date":
-        return (value - dt.date(1970, 1, 1)).days
-    if name == "org.apache.kafka.connect.data.Timestamp":
-        return (value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(milliseconds=1)
-    if t == "struct":
-        return {f["field"]: avro_as_json(value.get(f["field"]), f) for f in schema["fields"]}
-    if t == "array":
-        return [avro_as_json(x, schema["items"]) for x in value]
-    if t == "map":
-        if schema["keys"]["type"] == "string":
-            return {k: avro_as_json(v, schema["values"]) for k, v in value.items()}
-        return [[avro_as_json(e["key"], schema["keys"]), avro_as_json(e["value"],
-                                                                      schema["values"])]
-                for e in value]
-    return value
 
 
 def registry_events(kafka: str | Mapping[str, str], topic: str, table: TableSchema,

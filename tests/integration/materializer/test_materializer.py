@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from casscade.verify.avro_json import avro_as_json
 from devstack.settings import StackSettings, repo_root
 from materializer.output.avro_envelope import decode, schemas_from_topic
 from materializer.output.envelope import EnvelopeWriter
@@ -34,7 +35,6 @@ from shared.schema import catalog_from_json
 
 from support.materializer_harness import (
     assert_same_events,
-    avro_as_json,
     canonical,
     events_by_key,
     final_rows,
@@ -476,6 +476,15 @@ def test_avro_events_decode_to_what_cassandra_returns(stack, cql, workload, subm
         differ = [k for k in got.keys() | want.keys() if got.get(k) != want.get(k)]
         assert not differ, f"{name}: {len(differ)} keys differ, e.g. {differ[0]}: " \
                            f"{got.get(differ[0])} != {want.get(differ[0])}"
+    # `casscade verify` reads the same topics (schemas from the schema topic) and agrees
+    out = subprocess.run(
+        [sys.executable, "-m", "casscade.cli", "verify", "--table", f"{ks}.r", "--table",
+         f"{ks}.ctr", "--grace", "1", *(f for kv in [
+             f"cassandra.port={stack.cql_port}", "events.format=avro",
+             "events.varint_mode=string", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
+             f"kafka.topic_prefix={prefix}"] for f in ("--set", kv))],
+        cwd=repo_root(), capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0 and "verified: all" in out.stdout, out.stdout + out.stderr
 
 
 def _metric(text: str, name: str) -> float | None:

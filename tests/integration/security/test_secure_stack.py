@@ -153,9 +153,24 @@ def test_the_pipeline_runs_through_the_locked_doors(locked, locked_registry, adm
                                  f"{PREFIX}.{ks}.{name}", tables[name],
                                  {"url": registry.url(locked), "ssl.ca.location": str(ca)})
         assert final_rows([e[:4] for e in events]) == oracle_rows(admin_cql, tables[name]), name
+    # `casscade verify` through the same doors: Cassandra as the operator (TLS, password
+    # file), Kafka as the materializer, the Avro events' schemas from the https registry
+    checked = subprocess.run(
+        [sys.executable, "-m", "casscade.cli", "verify", "--table", f"{ks}.r", "--table",
+         f"{ks}.ctr", "--grace", "1", *_operator_sets(locked),
+         *(f for kv in [*_security_sets(locked, "materializer"), "events.format=avro",
+                        f"kafka.bootstrap_servers={locked.bootstrap_servers}",
+                        f"kafka.topic_prefix={PREFIX}",
+                        f"events.schema_registry_url={registry.url(locked)}",
+                        f"events.schema_registry.ca_file={ca}"] for f in ("--set", kv))],
+        cwd=repo_root(), capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+        env=dict(os.environ, CASSCADE_KAFKA__SECURITY__SASL_PASSWORD=password))
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
+    assert "verified: all" in checked.stdout, checked.stdout
     secrets = [password, kafka_pw,
                secure.cassandra_password_file(locked, "publisher").read_text().strip()]
-    for text in (agent_log, (tmp_path / "job.log").read_text(), *(b for _, b in served)):
+    for text in (agent_log, (tmp_path / "job.log").read_text(), *(b for _, b in served),
+                 checked.stdout + checked.stderr):
         assert not [s for s in secrets if s in text]
     shown = subprocess.run([*cmd, "--print-config"], capture_output=True, text=True,
                            cwd=repo_root(), timeout=60,

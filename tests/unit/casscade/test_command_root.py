@@ -17,7 +17,8 @@ def test_help_lists_the_installed_groups_in_order() -> None:
     assert out.exit_code == 0, out.output
     listed = out.output.split("Commands:")[1].split()
     names = [w for w in listed if w in root.ORDER]
-    assert names == ["publisher", "materializer", "snapshot", "ops", "dev"]  # dev: make venv
+    assert names == ["publisher", "materializer", "snapshot", "ops", "verify",
+                     "dev"]  # dev: make venv
 
 
 def test_a_group_runs_through_its_entry_point() -> None:
