@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STACK  := deploy/local/stack
 
-.PHONY: venv demo test unit integration lint bench up down status fixtures clean
+.PHONY: venv demo test unit integration lint bench soak up down status fixtures clean
 
 # setup.py and the .pyx: an editable install builds the compiled reader once, so a change to
 # either must reinstall (rebuild) it
@@ -40,6 +40,9 @@ lint: venv  ## ruff, and the import layers of pyproject.toml (import-linter)
 
 bench: venv  ## benchmarks (rows/s, MB); not part of `make test`
 	$(PY) -m pytest tests/benchmarks -s -o python_files='bench_*.py' -o python_functions='test_bench_*'
+
+soak: venv  ## the pipeline at RF=3 under random faults, ended by casscade verify (SOAK_ARGS="--statements 5000 --fault-every 20"); not part of `make test`
+	PYTHONPATH=.:deploy/local:tests $(PY) -m soak $(SOAK_ARGS)
 
 up: venv
 	$(STACK) up

@@ -105,13 +105,15 @@ def session_at_all(ring: StackSettings) -> Any:
 
 
 @st.composite
-def ring_statement(draw: Any, ks: str) -> str:
+def ring_statement(draw: Any, ks: str, partitions: int = 4) -> str:
     """A statement of the random workload, or one that only a ring makes interesting: a
-    static column written with rows in one mutation, and lightweight transactions."""
+    static column written with rows in one mutation, and lightweight transactions
+    (`partitions`: as `statement`'s)."""
     kind = draw(st.sampled_from(["plain"] * 8 + ["static_row", "static_batch", "lwt"]))
     if kind == "plain":
-        return draw(statement(ks))
-    p1, p2 = draw(P1), draw(P2)
+        return draw(statement(ks, partitions))
+    p1 = draw(P1 if partitions == 4 else st.integers(0, partitions - 1))
+    p2 = draw(P2)
     pk, where_pk = f"{p1}, {p2}", f"p1 = {p1} AND p2 = {p2}"
     c1 = draw(st.integers(0, 5))
     if kind == "static_row":

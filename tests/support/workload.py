@@ -96,9 +96,11 @@ def _using(draw, ttl_ok: bool = True) -> str:
 
 
 @st.composite
-def statement(draw, ks: str) -> str:
-    """One random CQL statement against {ks}.r or {ks}.ctr."""
-    key = [str(draw(P1)), draw(P2), str(draw(C1)), draw(C2)]
+def statement(draw, ks: str, partitions: int = 4) -> str:
+    """One random CQL statement against {ks}.r or {ks}.ctr; `partitions`: the values of p1
+    (4: a few hot partitions; a soak spreads wider)."""
+    p1 = P1 if partitions == 4 else st.integers(0, partitions - 1)
+    key = [str(draw(p1)), draw(P2), str(draw(C1)), draw(C2)]
     where_pk = f"p1 = {key[0]} AND p2 = {key[1]}"
     where_row = f"{where_pk} AND c1 = {key[2]} AND c2 = {key[3]}"
     kind = draw(st.sampled_from(

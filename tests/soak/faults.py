@@ -1,0 +1,126 @@
+"""The soak's faults: at random times drawn from a seed, one at a time, SIGKILL one part of
+the pipeline and start it again after a random pause; between them `nodetool flush`es and
+schema changes (`ALTER TABLE ... ADD`, then writes to the new column).
+
+The kinds come in shuffled rounds, so a run of N faults has about N/kinds of each; hint
+replay follows every node's restart (its peers deliver what it missed).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from soak.rig import WORKERS, Rig
+
+KINDS = ("node", "publisher", "driver", "worker", "broker")
+
+
+@dataclass
+class FaultLog:
+    """What the injector did."""
+
+    faults: Counter[str] = field(default_factory=Counter)
+    extras: Counter[str] = field(default_factory=Counter)
+    lines: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # a restart that did not work
+
+
+class Injector(threading.Thread):
+    """Injects faults into `rig` every `every_s` seconds on average until stopped."""
+
+    def __init__(self, rig: Rig, ks: str, seed: int, every_s: float,
+                 kinds: tuple[str, ...]) -> None:
+        super().__init__(name="faults", daemon=True)
+        self.rig, self.ks = rig, ks
+        self.rng = random.Random(seed)
+        self.every_s = every_s
+        self.kinds = kinds
+        self.stop = threading.Event()
+        self.log = FaultLog()
+        self._round: list[str] = []
+        self._added = 0
+        self.t0 = time.monotonic()
+
+    def run(self) -> None:
+        """Until `stop`: wait a random while, then one fault or extra."""
+        while not self.stop.wait(self.rng.expovariate(1 / self.every_s)):
+            try:
+                if self.rng.random() < 0.25:
+                    self._extra()
+                else:
+                    self._fault()
+            except Exception as exc:  # noqa: BLE001 — the soak reports it and goes on
+                self._say(f"FAILED: {type(exc).__name__}: {exc}"[:500])
+                self.log.failed.append(f"{type(exc).__name__}: {exc}"[:500])
+
+    def _say(self, text: str) -> None:
+        line = f"{time.monotonic() - self.t0:7.0f}s {text}"
+        self.log.lines.append(line)
+        print(f"[fault] {line}", flush=True)
+
+    def _fault(self) -> None:
+        if not self._round:
+            self._round = list(self.kinds)
+            self.rng.shuffle(self._round)
+        kind = self._round.pop()
+        pause = self.rng.uniform(2, 20)
+        rig = self.rig
+        if kind == "node":
+            n = self.rng.choice([1, 2, 3])
+            self._say(f"SIGKILL cassandra node {n}, start again in {pause:.0f}s")
+            rig.kill_node(n)
+            time.sleep(pause)
+            rig.start_node(n)
+        elif kind == "publisher":
+            n = self.rng.choice([1, 2, 3])
+            self._say(f"SIGKILL publisher {n}, start again in {pause:.0f}s")
+            rig.kill_publisher(n)
+            time.sleep(pause)
+            rig.start_publisher(n)
+        elif kind == "driver":
+            self._say(f"SIGKILL the materializer's driver, start again in {pause:.0f}s")
+            rig.kill_driver()
+            time.sleep(pause)
+            rig.start_job()
+        elif kind == "worker":
+            n = self.rng.choice(WORKERS)
+            self._say(f"SIGKILL spark worker {n}, start again in {pause:.0f}s")
+            rig.kill_worker(n)
+            time.sleep(pause)
+            rig.start_worker(n)
+        else:
+            self._say(f"SIGKILL the kafka broker, start again in {pause:.0f}s")
+            rig.kill_broker()
+            time.sleep(pause)
+            rig.start_broker()
+        self.log.faults[kind] += 1
+
+    def _extra(self) -> None:
+        rig = self.rig
+        if self.rng.random() < 0.7 or self._added >= 5:
+            n = self.rng.choice([1, 2, 3])
+            self._say(f"nodetool flush on node {n}")
+            rig.flush(n)
+            self.log.extras["flush"] += 1
+            return
+        self._added += 1
+        column = f"added{self._added}"
+        self._say(f"ALTER TABLE {self.ks}.r ADD {column} int, and writes to it")
+        rig.truth.execute(f"ALTER TABLE {self.ks}.r ADD {column} int")
+        _wait_schema_agreement(rig.truth)
+        for _ in range(50):
+            p1, p2 = self.rng.randrange(500), self.rng.choice("ab")
+            c1, c2 = self.rng.randrange(6), self.rng.choice("xyz")
+            rig.truth.execute(f"UPDATE {self.ks}.r SET {column} = {self.rng.randrange(1000)} "
+                              f"WHERE p1 = {p1} AND p2 = '{p2}' AND c1 = {c1} AND c2 = '{c2}'")
+        self.log.extras["alter_add"] += 1
+
+
+def _wait_schema_agreement(session: Any) -> None:
+    """The driver's own check that every node has the new schema."""
+    session.cluster.control_connection.wait_for_schema_agreement(wait_time=60)
