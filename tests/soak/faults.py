@@ -69,6 +69,7 @@ class Injector(threading.Thread):
             self.rng.shuffle(self._round)
         kind = self._round.pop()
         pause = self.rng.uniform(2, 20)
+        began = time.monotonic()
         rig = self.rig
         if kind == "node":
             n = self.rng.choice([1, 2, 3])
@@ -99,6 +100,7 @@ class Injector(threading.Thread):
             time.sleep(pause)
             rig.start_broker()
         self.log.faults[kind] += 1
+        self._say(f"{kind} back after {time.monotonic() - began:.0f}s")
 
     def _extra(self) -> None:
         rig = self.rig

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,11 @@ class LoadReport:
 
 def statements(ks: str, partitions: int) -> Iterator[str]:
     """Random statements without end, drawn CHUNK at a time."""
+    from hypothesis.errors import HypothesisDeprecationWarning
+
+    # the driver's and the faults' threads use the global `random` while hypothesis draws
+    # here, which it warns of; the statements do not depend on it
+    warnings.filterwarnings("ignore", category=HypothesisDeprecationWarning)
     while True:
         yield from draw_statements(ring_statement(ks, partitions), CHUNK)
 
