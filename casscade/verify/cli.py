@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import signal
 import sys
 import time
 from pathlib import Path
@@ -14,6 +15,8 @@ import click
 # which stage's config holds a section (--set routes by it); `log` goes to both
 _PUBLISHER_SECTIONS = ("cassandra", "capture")
 _MATERIALIZER_SECTIONS = ("kafka", "events")
+CONSISTENCY_LEVELS = ("ALL", "EACH_QUORUM", "QUORUM", "LOCAL_QUORUM", "ONE", "TWO", "THREE",
+                      "LOCAL_ONE")
 
 
 @click.command(name="verify")
@@ -31,6 +34,7 @@ _MATERIALIZER_SECTIONS = ("kafka", "events")
 @click.option("--table", "tables", multiple=True, metavar="KEYSPACE.TABLE",
               help="A table to verify (repeatable; default: every captured CDC table).")
 @click.option("--consistency", default="ALL", show_default=True,
+              type=click.Choice(CONSISTENCY_LEVELS, case_sensitive=False),
               help="Read consistency of the table side (ALL sees every replica's latest "
                    "write).")
 @click.option("--rate", default=0.0, show_default=True,
@@ -79,6 +83,10 @@ def verify(publisher_config: Path | None, materializer_config: Path | None,
     Exit codes: 0 every key equal; 3 a key missing, extra or different; 4 none wrong, but
     keys still pending after the rechecks; 1 the run failed (a reason on stderr).
     """
+    from cassandra import RequestExecutionException
+    from cassandra.cluster import NoHostAvailable, OperationTimedOut
+    from confluent_kafka import KafkaException
+
     from casscade.verify import output
     from casscade.verify.event_decoder import EventDecodeError, EventDecoder, WriterSchemas
     from casscade.verify.table_rows import TableRows
@@ -94,6 +102,8 @@ def verify(publisher_config: Path | None, materializer_config: Path | None,
     from shared.logs import setup_logging
     from shared.schema import catalog_from_json
 
+    # SIGTERM ends the run as Ctrl-C does: the connections closed, no traceback
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     pub = load_config(PublisherConfig, publisher_config,
                       _routed(overrides, _MATERIALIZER_SECTIONS))
     mat = load_config(MaterializerConfig, materializer_config,
@@ -127,6 +137,12 @@ def verify(publisher_config: Path | None, materializer_config: Path | None,
                                             _progress()))
             except EventDecodeError as exc:
                 raise click.ClickException(str(exc)) from None
+            except KafkaException as exc:
+                raise click.ClickException(f"reading the events of {table.keyspace}."
+                                           f"{table.table} failed: {exc}") from None
+            except (RequestExecutionException, NoHostAvailable, OperationTimedOut) as exc:
+                raise _cassandra_failed(exc, f"{table.keyspace}.{table.table}",
+                                        consistency) from None
     finally:
         cluster.shutdown()
     click.echo(output.json_report(results) if as_json
@@ -135,6 +151,14 @@ def verify(publisher_config: Path | None, materializer_config: Path | None,
     if metrics_file is not None:
         output.write_metrics(metrics_file, results)
     sys.exit(output.exit_code(results))
+
+
+def _cassandra_failed(exc: Exception, table: str, consistency: str) -> click.ClickException:
+    """A read of the table that failed mid-run, named, with what to do about a replica that
+    is down."""
+    hint = (" (a replica is down or slow: wait for it, or read at --consistency QUORUM)"
+            if consistency.upper() == "ALL" else "")
+    return click.ClickException(f"reading {table} at {consistency.upper()} failed: {exc}{hint}")
 
 
 def _routed(overrides: tuple[str, ...], elsewhere: tuple[str, ...]) -> tuple[str, ...]:

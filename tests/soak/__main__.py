@@ -22,6 +22,7 @@ from pathlib import Path
 
 import click
 
+from devstack.process import StackError
 from devstack.settings import StackSettings, repo_root
 from soak.faults import KINDS, Injector
 from soak.load import run_load
@@ -66,7 +67,10 @@ def main(statements: int, duration_s: float, every_s: float, seed: int | None, m
     rig = Rig(stack, work, f"soak{uuid.uuid4().hex[:6]}", master)
     started = time.monotonic()
     try:
-        rig.up()
+        try:
+            rig.up()
+        except StackError as exc:
+            raise click.ClickException(str(exc)) from None
         ks = f"soak_{uuid.uuid4().hex[:8]}"
         rig.truth.execute(f"CREATE KEYSPACE {ks} WITH replication = {RF3}")
         create_workload_tables(rig.truth, ks)

@@ -100,3 +100,19 @@ def test_reshard_names_an_unreachable_kafka(tmp_path: Path) -> None:
                             "--set", f"kafka.bootstrap_servers=127.0.0.1:{port}"))
     assert line.startswith(f"Error: Kafka at 127.0.0.1:{port} did not answer within 15 s: "), \
         line
+
+
+def test_verify_names_an_unreachable_kafka() -> None:
+    port = free_port()
+    line = _one_error(*_run("verify", "--set", f"kafka.bootstrap_servers=127.0.0.1:{port}"))
+    assert line == (f"Error: Kafka at 127.0.0.1:{port} did not answer within 15 s: Connect to "
+                    f"ipv4#127.0.0.1:{port} failed: Connection refused"), line
+
+
+def test_verify_names_an_unreachable_cassandra(stack: StackSettings) -> None:
+    port = free_port()
+    line = _one_error(*_run("verify", "--set", f"kafka.bootstrap_servers="
+                                               f"{stack.bootstrap_servers}",
+                            "--set", f"cassandra.port={port}"))
+    assert line == (f"Error: Cassandra did not answer within 15 s (127.0.0.1:{port}: "
+                    "Connection refused)"), line
