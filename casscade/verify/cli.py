@@ -90,7 +90,7 @@ def verify(publisher_config: Path | None, materializer_config: Path | None,
     from casscade.verify import output
     from casscade.verify.event_decoder import EventDecodeError, EventDecoder, WriterSchemas
     from casscade.verify.table_rows import TableRows
-    from casscade.verify.verifier import VerifyOptions, verify_table
+    from casscade.verify.verifier import VerifyOptions, stream_of, verify_table
     from materializer.cli import reach_or_exit
     from materializer.settings import MaterializerConfig
     from publisher.cli_support import captured_rules, check_capture, connect_cassandra
@@ -132,8 +132,9 @@ def verify(publisher_config: Path | None, materializer_config: Path | None,
                              events.static_only_rows == "skip")
             decoder = EventDecoder(events, published, schemas)
             try:
-                results.append(verify_table(session, kafka, mat.kafka.topic_prefix, table,
-                                            published, decoder, events, rows, options,
+                stream = stream_of(kafka, mat.kafka.topic_prefix, published, decoder,
+                                   events.modes, options)
+                results.append(verify_table(stream, rows, published, events.modes, options,
                                             _progress()))
             except EventDecodeError as exc:
                 raise click.ClickException(str(exc)) from None

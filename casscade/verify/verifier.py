@@ -22,7 +22,7 @@ from casscade.verify.event_decoder import EventDecoder
 from casscade.verify.keys import json_token
 from casscade.verify.stream_images import StreamImages
 from casscade.verify.table_rows import ScanProgress, TableRows
-from materializer.output.event_settings import EventSettings
+from materializer.output.values import ValueModes
 from shared.schema import TableSchema
 
 log = logging.getLogger("casscade.verify")
@@ -56,24 +56,28 @@ class TableResult:
     notes: list[str] = field(default_factory=list)
 
 
-def verify_table(session: Any, kafka: Mapping[str, str], prefix: str, table: TableSchema,
-                 published: TableSchema, decoder: EventDecoder, settings: EventSettings,
-                 rows: TableRows, options: VerifyOptions,
-                 progress: Callable[[str], None] = lambda _line: None) -> TableResult:
-    """Verify one table (`table`: its schema in Cassandra; `published`: as captured)."""
-    started = time.monotonic()
-    name = f"{table.keyspace}.{table.table}"
-    topic = f"{prefix}.{table.keyspace}.{table.table}"
-    result = TableResult(name, topic, Report(options.keep))
-    modes = settings.modes
+def stream_of(kafka: Mapping[str, str], prefix: str, published: TableSchema,
+              decoder: EventDecoder, modes: ValueModes, options: VerifyOptions) -> StreamImages:
+    """The table's event topic, keeping only the keys of a sample's token ranges."""
 
     def in_sample(key: dict[str, Any]) -> bool:
         token = json_token(published, key, modes)
         return token is None or any(s < token <= e for s, e in options.ranges)
 
-    stream = StreamImages(kafka, topic, decoder, in_sample if options.sampled else _always)
-    if not _catch_up(stream, name, progress):
-        result.notes.append(f"event topic {topic} does not exist: no event was written")
+    return StreamImages(kafka, f"{prefix}.{published.keyspace}.{published.table}", decoder,
+                        in_sample if options.sampled else _always)
+
+
+def verify_table(stream: StreamImages, rows: TableRows, published: TableSchema,
+                 modes: ValueModes, options: VerifyOptions,
+                 progress: Callable[[str], None] = lambda _line: None) -> TableResult:
+    """Verify one table (`published`: its schema as captured) on `stream`, its events, and
+    `rows`, its rows."""
+    started = time.monotonic()
+    name = f"{published.keyspace}.{published.table}"
+    result = TableResult(name, stream.topic, Report(options.keep))
+    # no topic at all: nothing can be in flight in it, so a row is missing, not pending
+    exists = _catch_up(stream, name, progress)
     columns = [c.name for c in published.columns]
     unseen = set(stream.images)
     later: dict[str, tuple[TableRow | None, int | None]] = {}  # key → (row, token)
@@ -85,7 +89,7 @@ def verify_table(session: Any, kafka: Mapping[str, str], prefix: str, table: Tab
     for text, _key, row, token in rows.scan(options.ranges, scan, scanned):
         unseen.discard(text)
         image = _view(stream.images.get(text), columns)
-        if verdict(row, image, stream.position_us) == EQUAL:
+        if verdict(row, image, _position(stream, exists)) == EQUAL:
             result.report.add(text, EQUAL, None, None)
         else:
             later[text] = (row, token)
@@ -103,20 +107,23 @@ def verify_table(session: Any, kafka: Mapping[str, str], prefix: str, table: Tab
         progress(f"{name}: {len(later):,} keys not equal yet, checked again in "
                  f"{options.grace_s:g} s ({attempt + 1}/{options.rechecks})")
         time.sleep(options.grace_s)
-        _catch_up(stream, name, progress)
+        exists = _catch_up(stream, name, progress)
         later = _reread(rows, later, options.ranges)
         for text in [k for k, (row, _t) in later.items()
                      if verdict(row, _view(stream.images.get(k), columns),
-                                stream.position_us) == EQUAL]:
+                                _position(stream, exists)) == EQUAL]:
             del later[text]
             result.report.add(text, EQUAL, None, None)
 
     for text in sorted(later):
         row, _token = later[text]
         image = _view(stream.images.get(text), columns)
-        result.report.add(text, verdict(row, image, stream.position_us),
+        result.report.add(text, verdict(row, image, _position(stream, exists)),
                           None if row is None else row.row, image)
     result.events, result.position_us = stream.events, stream.position_us
+    if not exists:
+        result.notes.append(f"event topic {stream.topic} does not exist: no event was "
+                            "written")
     result.seconds = time.monotonic() - started
     if result.report.counts[PENDING]:
         result.notes.append("pending keys had writes newer than the stream's position at "
@@ -126,6 +133,11 @@ def verify_table(session: Any, kafka: Mapping[str, str], prefix: str, table: Tab
 
 def _always(_key: dict[str, Any]) -> bool:
     return True
+
+
+def _position(stream: StreamImages, exists: bool) -> int:
+    """The stream's position; past any write time when its topic does not exist."""
+    return stream.position_us if exists else 2**63
 
 
 def _catch_up(stream: StreamImages, name: str, progress: Callable[[str], None]) -> bool:

@@ -1,0 +1,115 @@
+"""`verify_table`'s judging and rechecks, on a stream and a table held in memory: a key in
+flight turns equal when its change arrives, a key that stays wrong is named, and a recheck
+reads only the partitions it needs."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from casscade.verify.compare import TableRow
+from casscade.verify.event_decoder import EventDecoder
+from casscade.verify.keys import token_of
+from casscade.verify.stream_images import StreamImages, key_text
+from casscade.verify.table_rows import ScanProgress
+from casscade.verify.verifier import VerifyOptions, verify_table
+from materializer.output.event_settings import EventSettings
+from materializer.output.values import MODES
+from publisher.snapshot.snapshot import token_ranges
+from shared.schema import table_from_json
+
+TABLE = table_from_json({"keyspace": "ks", "table": "t", "id": str(uuid.UUID(int=4)),
+                         "columns": [
+                             {"name": "id", "kind": "partition_key", "position": 0,
+                              "type": "int"},
+                             {"name": "v", "kind": "regular", "position": -1,
+                              "type": "text"}]}, {})
+
+
+class Stream(StreamImages):
+    """Events handed in per catch-up: (key id, after or None, write time µs)."""
+
+    def __init__(self, *arrivals: list[tuple[int, str | None, int]]) -> None:
+        super().__init__({}, "p.ks.t", EventDecoder(EventSettings(), TABLE))
+        self.arrivals = list(arrivals)
+
+    def catch_up(self, progress: Any = None) -> int:
+        batch = self.arrivals.pop(0) if self.arrivals else []
+        for key_id, value, ts_us in batch:
+            key = {"id": key_id}
+            self.keys[key_text(key)] = key
+            self.images[key_text(key)] = None if value is None else {"id": key_id, "v": value}
+            self.position_us = max(self.position_us, ts_us)
+            self.events += 1
+        return len(batch)
+
+
+class Rows:
+    """The table per scan: (key id, v, newest write µs); records which ranges were read."""
+
+    def __init__(self, *scans: list[tuple[int, str, int]]) -> None:
+        self.scans = list(scans)
+        self.asked: list[list[tuple[int, int]]] = []
+
+    def scan(self, ranges: list[tuple[int, int]], progress: ScanProgress | None = None,
+             report: Any = None) -> Iterator[tuple[str, dict, TableRow, int]]:
+        self.asked.append(ranges)
+        rows = self.scans.pop(0) if len(self.scans) > 1 else self.scans[0]
+        if progress is not None:
+            progress.rows = len(rows)
+        for key_id, v, ts in rows:
+            token = token_of(TABLE, [key_id])
+            if any(s < token <= e for s, e in ranges):
+                key = {"id": key_id}
+                yield key_text(key), key, TableRow({"id": key_id, "v": v}, ts), token
+
+
+def _options(**kw: Any) -> VerifyOptions:
+    return VerifyOptions(ranges=token_ranges(8), grace_s=0, **kw)
+
+
+def test_a_change_in_flight_is_pending_and_then_equal_once_it_arrives() -> None:
+    stream = Stream([(1, "a", 100), (2, "b", 100)], [(2, "c", 300)])
+    rows = Rows([(1, "a", 100), (2, "c", 300)])
+    result = verify_table(stream, rows, TABLE, MODES, _options())
+    assert dict(result.report.counts) == {"equal": 2}
+    assert result.rechecks == 1 and not result.report.differences
+    # the recheck read back only key 2's partition
+    token = token_of(TABLE, [2])
+    assert rows.asked[1] == [(token - 1, token)]
+
+
+def test_keys_that_stay_wrong_are_named_with_both_sides() -> None:
+    stream = Stream([(1, "a", 100), (2, "old", 100), (3, "gone", 100), (4, None, 100)])
+    rows = Rows([(1, "a", 100), (2, "new", 90), (5, "never streamed", 80)])
+    result = verify_table(stream, rows, TABLE, MODES, _options(rechecks=2))
+    counts = dict(result.report.counts)
+    assert counts == {"equal": 2, "different": 1, "extra": 1, "missing": 1}  # 4: deleted both
+    found = {json.loads(d.key)["id"]: (d.verdict, d.table, d.stream)
+             for d in result.report.differences}
+    assert found == {2: ("different", {"id": 2, "v": "new"}, {"id": 2, "v": "old"}),
+                     3: ("extra", None, {"id": 3, "v": "gone"}),
+                     5: ("missing", {"id": 5, "v": "never streamed"}, None)}
+    assert result.rechecks == 2
+
+
+def test_a_write_newer_than_the_stream_stays_pending_not_wrong() -> None:
+    stream = Stream([(1, "a", 100)])
+    rows = Rows([(1, "b", 500)])  # written after anything the stream has shown
+    result = verify_table(stream, rows, TABLE, MODES, _options(rechecks=1))
+    assert dict(result.report.counts) == {"pending": 1}
+    assert result.report.pending == [key_text({"id": 1})] and not result.report.differences
+
+
+def test_a_missing_topic_is_a_note_and_every_row_missing() -> None:
+    class NoTopic(Stream):
+        def catch_up(self, progress: Any = None) -> int:
+            from confluent_kafka import KafkaException
+
+            raise KafkaException("topic p.ks.t not found")
+
+    result = verify_table(NoTopic(), Rows([(1, "a", 100)]), TABLE, MODES, _options(rechecks=0))
+    assert dict(result.report.counts) == {"missing": 1}
+    assert "does not exist" in result.notes[0]
