@@ -66,6 +66,8 @@ def main(statements: int, duration_s: float, every_s: float, seed: int | None, m
     work.mkdir(parents=True, exist_ok=True)
     rig = Rig(stack, work, f"soak{uuid.uuid4().hex[:6]}", master)
     started = time.monotonic()
+    injector: Injector | None = None
+    ok = False
     try:
         try:
             rig.up()
@@ -103,6 +105,9 @@ def main(statements: int, duration_s: float, every_s: float, seed: int | None, m
         ok = (verified["exit_code"] == 0 and not injector.log.failed
               and not any(c.no_ops or c.broken_chains for c in counts.values()))
     finally:
+        if injector is not None:  # a fault half done must not start a part after the end
+            injector.stop.set()
+            injector.join(300)
         if not keep:
             rig.down_all()
     sys.exit(0 if ok else 1)
