@@ -41,7 +41,7 @@ TABLES = ("r", "ctr")
 @click.option("--duration", "duration_s", default=0.0, show_default=True,
               help="Stop writing after this many seconds (0: when --statements are done).")
 @click.option("--fault-every", "every_s", default=40.0, show_default=True,
-              help="Mean seconds between faults (a quarter of them are flushes and schema "
+              help="Mean seconds between faults (a fifth of them are flushes and schema "
                    "changes instead).")
 @click.option("--seed", type=int, default=None, help="Seed of statements and faults.")
 @click.option("--master", type=click.Choice(["local", "cluster"]), default="local",
@@ -79,7 +79,9 @@ def main(statements: int, duration_s: float, every_s: float, seed: int | None, m
         injector = Injector(rig, ks, seed, every_s, kinds)
         stop = threading.Event()
         if duration_s:
-            threading.Timer(duration_s, stop.set).start()
+            timer = threading.Timer(duration_s, stop.set)
+            timer.daemon = True  # an interrupted run must not wait for it
+            timer.start()
         injector.start()
         last = [time.monotonic()]
 

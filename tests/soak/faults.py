@@ -1,5 +1,5 @@
 """The soak's faults: at random times drawn from a seed, one at a time, SIGKILL one part of
-the pipeline and start it again after a random pause; between them `nodetool flush`es and
+the pipeline and start it again after a random pause (2-12 s); between them `nodetool flush`es and
 schema changes (`ALTER TABLE ... ADD`, then writes to the new column).
 
 The kinds come in shuffled rounds, so a run of N faults has about N/kinds of each; hint
@@ -50,7 +50,7 @@ class Injector(threading.Thread):
         """Until `stop`: wait a random while, then one fault or extra."""
         while not self.stop.wait(self.rng.expovariate(1 / self.every_s)):
             try:
-                if self.rng.random() < 0.25:
+                if self.rng.random() < 0.2:
                     self._extra()
                 else:
                     self._fault()
@@ -68,7 +68,7 @@ class Injector(threading.Thread):
             self._round = list(self.kinds)
             self.rng.shuffle(self._round)
         kind = self._round.pop()
-        pause = self.rng.uniform(2, 20)
+        pause = self.rng.uniform(2, 12)
         began = time.monotonic()
         rig = self.rig
         if kind == "node":
