@@ -40,12 +40,29 @@ def retire(segment: SegmentFile, archive_dir: Path | None) -> None:
     idx = index_path(segment.path)
     if archive_dir is not None:
         archive_dir.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(segment.path), archive_dir / segment.path.name)
+        _archive(segment.path, archive_dir)
         if idx.exists():
-            shutil.move(str(idx), archive_dir / idx.name)
+            _archive(idx, archive_dir)
         return
     segment.path.unlink(missing_ok=True)
     idx.unlink(missing_ok=True)
+
+
+def _archive(path: Path, archive_dir: Path) -> None:
+    """Move `path` into `archive_dir` under its name, or under `<name>.<n>` when that name
+    is taken by another file. A node that restarts replays its commit log and links a
+    segment it had already handed to cdc_raw there again, so the archive may hold the same
+    file (one inode) under the same name: rename() then does nothing and succeeds, which
+    left the segment in cdc_raw to be published again and again. The copy is dropped."""
+    target = archive_dir / path.name
+    n = 0
+    while target.exists():
+        if target.samefile(path):
+            path.unlink()
+            return
+        n += 1
+        target = archive_dir / f"{path.name}.{n}"
+    shutil.move(str(path), target)
 
 
 def remove_orphan_indexes(cdc_raw: Path) -> int:
