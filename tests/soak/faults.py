@@ -12,6 +12,7 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,37 +71,26 @@ class Injector(threading.Thread):
         kind = self._round.pop()
         pause = self.rng.uniform(2, 12)
         began = time.monotonic()
-        rig = self.rig
-        if kind == "node":
-            n = self.rng.choice([1, 2, 3])
-            self._say(f"SIGKILL cassandra node {n}, start again in {pause:.0f}s")
-            rig.kill_node(n)
-            time.sleep(pause)
-            rig.start_node(n)
-        elif kind == "publisher":
-            n = self.rng.choice([1, 2, 3])
-            self._say(f"SIGKILL publisher {n}, start again in {pause:.0f}s")
-            rig.kill_publisher(n)
-            time.sleep(pause)
-            rig.start_publisher(n)
-        elif kind == "driver":
-            self._say(f"SIGKILL the materializer's driver, start again in {pause:.0f}s")
-            rig.kill_driver()
-            time.sleep(pause)
-            rig.start_job()
-        elif kind == "worker":
-            n = self.rng.choice(WORKERS)
-            self._say(f"SIGKILL spark worker {n}, start again in {pause:.0f}s")
-            rig.kill_worker(n)
-            time.sleep(pause)
-            rig.start_worker(n)
-        else:
-            self._say(f"SIGKILL the kafka broker, start again in {pause:.0f}s")
-            rig.kill_broker()
-            time.sleep(pause)
-            rig.start_broker()
+        name, kill, start, targets = self._plans()[kind]
+        args = (self.rng.choice(targets),) if targets else ()
+        self._say(f"SIGKILL {name.format(*args)}, start again in {pause:.0f}s")
+        kill(*args)
+        time.sleep(pause)
+        start(*args)
         self.log.faults[kind] += 1
         self._say(f"{kind} back after {time.monotonic() - began:.0f}s")
+
+    def _plans(self) -> dict[str, tuple[str, Callable[..., None], Callable[..., None],
+                                        tuple[int, ...]]]:
+        """Per kind: its name, how to kill it and start it again, and the numbers of its
+        instances (none: there is one)."""
+        rig = self.rig
+        return {"node": ("cassandra node {}", rig.kill_node, rig.start_node, (1, 2, 3)),
+                "publisher": ("publisher {}", rig.kill_publisher, rig.start_publisher,
+                              (1, 2, 3)),
+                "worker": ("spark worker {}", rig.kill_worker, rig.start_worker, WORKERS),
+                "driver": ("the materializer's driver", rig.kill_driver, rig.start_job, ()),
+                "broker": ("the kafka broker", rig.kill_broker, rig.start_broker, ())}
 
     def _extra(self) -> None:
         rig = self.rig
