@@ -13,6 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from fastavro import parse_schema
+
 from casscade.verify.avro_json import avro_as_json
 from materializer.output.avro_envelope import decode, schemas_from_topic
 from materializer.output.avro_registry import (
@@ -83,12 +85,14 @@ class WriterSchemas:
             if self.registry is None:
                 raise EventDecodeError("a Confluent wire format event, but "
                                        "events.schema_registry_url is not set")
-            self.known[message[:5]] = self.registry.schema(int.from_bytes(message[1:5], "big"))
+            self.known[message[:5]] = parse_schema(
+                self.registry.schema(int.from_bytes(message[1:5], "big")))
         elif message[:2] == SINGLE_OBJECT_MAGIC:
             # the writer publishes a schema before its first message: one reread finds it
-            self.known.update(schemas_from_topic([
+            # parsed once here: `decode` then finds them parsed on every message
+            self.known.update({h: parse_schema(v) for h, v in schemas_from_topic([
                 (m.key(), m.value()) for m in read_to_end(self.kafka, self.topic)
-                if m.value() is not None]))
+                if m.value() is not None]).items()})
             if message[:10] not in self.known:
                 raise EventDecodeError(f"Avro schema {message[2:10].hex()} is not on "
                                        f"{self.topic}")

@@ -31,8 +31,7 @@ class StreamImages:
     topic: str
     decoder: EventDecoder
     keep: Callable[[dict[str, Any]], bool] = lambda _key: True  # a sample's keys only
-    images: dict[str, dict[str, Any] | None] = field(default_factory=dict)
-    keys: dict[str, dict[str, Any]] = field(default_factory=dict)
+    images: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # by key_text
     position_us: int = 0
     events: int = 0
     _next: dict[int, int] = field(default_factory=dict)
@@ -57,9 +56,7 @@ class StreamImages:
             assert value is not None
             if not self.keep(key):
                 continue
-            text = key_text(key)
-            self.keys[text] = key
-            self.images[text] = value.get("after")
+            self.images[key_text(key)] = value.get("after")
             self.events += 1
             source = value.get("source") or {}
             if source.get("snapshot") != "true" and source.get("ts_us"):

@@ -9,6 +9,7 @@ judged anew, up to `rechecks` times. What is still not equal then is the verdict
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -98,7 +99,7 @@ def verify_table(stream: StreamImages, rows: TableRows, published: TableSchema,
         if stream.images[text] is None:
             result.report.add(text, EQUAL, None, None)  # deleted on both sides
         else:
-            later[text] = (None, json_token(published, stream.keys[text], modes))
+            later[text] = (None, json_token(published, json.loads(text), modes))
 
     for attempt in range(options.rechecks):
         if not later:

@@ -39,7 +39,6 @@ class Stream(StreamImages):
         batch = self.arrivals.pop(0) if self.arrivals else []
         for key_id, value, ts_us in batch:
             key = {"id": key_id}
-            self.keys[key_text(key)] = key
             self.images[key_text(key)] = None if value is None else {"id": key_id, "v": value}
             self.position_us = max(self.position_us, ts_us)
             self.events += 1
