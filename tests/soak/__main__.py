@@ -40,6 +40,10 @@ TABLES = ("r", "ctr")
               help="Random statements to write (fewer if --duration ends first).")
 @click.option("--duration", "duration_s", default=0.0, show_default=True,
               help="Stop writing after this many seconds (0: when --statements are done).")
+@click.option("--faults", "fault_target", default=0, show_default=True,
+              help="Stop writing once this many faults are done (0: no such limit); "
+                   "whichever of --statements, --duration and --faults comes first ends "
+                   "the writes.")
 @click.option("--fault-every", "every_s", default=40.0, show_default=True,
               help="Mean seconds between faults (a fifth of them are flushes and schema "
                    "changes instead).")
@@ -54,13 +58,15 @@ TABLES = ("r", "ctr")
               help="Where the ring, the agents and the job keep their state (default: "
                    ".casscade/soak/<seed>).")
 @click.option("--keep", is_flag=True, help="Leave everything running at the end.")
-def main(statements: int, duration_s: float, every_s: float, seed: int | None, master: str,
-         workers: int, partitions: int, work: Path | None, keep: bool) -> None:
+def main(statements: int, duration_s: float, fault_target: int, every_s: float,
+         seed: int | None, master: str, workers: int, partitions: int, work: Path | None,
+         keep: bool) -> None:
     """Soak the pipeline under faults and print one report (exit 1 on any mismatch)."""
     seed = seed if seed is not None else random.SystemRandom().randrange(10**6)
     kinds = KINDS if master == "cluster" else tuple(k for k in KINDS if k != "worker")
     print(f"[soak] seed {seed}: replay with --seed {seed} --master {master} --statements "
-          f"{statements} --fault-every {every_s:g}", flush=True)
+          f"{statements} --fault-every {every_s:g} --duration {duration_s:g}"
+          + (f" --faults {fault_target}" if fault_target else ""), flush=True)
     stack = StackSettings.from_env()
     work = work or stack.state_dir / "soak" / str(seed)
     work.mkdir(parents=True, exist_ok=True)
@@ -76,8 +82,8 @@ def main(statements: int, duration_s: float, every_s: float, seed: int | None, m
         ks = f"soak_{uuid.uuid4().hex[:8]}"
         rig.truth.execute(f"CREATE KEYSPACE {ks} WITH replication = {RF3}")
         create_workload_tables(rig.truth, ks)
-        injector = Injector(rig, ks, seed, every_s, kinds)
         stop = threading.Event()
+        injector = Injector(rig, ks, seed, every_s, kinds, fault_target, stop)
         if duration_s:
             timer = threading.Timer(duration_s, stop.set)
             timer.daemon = True  # an interrupted run must not wait for it

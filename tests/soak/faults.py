@@ -35,8 +35,10 @@ class Injector(threading.Thread):
     """Injects faults into `rig` every `every_s` seconds on average until stopped."""
 
     def __init__(self, rig: Rig, ks: str, seed: int, every_s: float,
-                 kinds: tuple[str, ...]) -> None:
+                 kinds: tuple[str, ...], target: int = 0,
+                 reached: threading.Event | None = None) -> None:
         super().__init__(name="faults", daemon=True)
+        self.target, self.reached = target, reached  # set `reached` after `target` faults
         self.rig, self.ks = rig, ks
         self.rng = random.Random(seed)
         self.every_s = every_s
@@ -79,6 +81,8 @@ class Injector(threading.Thread):
         start(*args)
         self.log.faults[kind] += 1
         self._say(f"{kind} back after {time.monotonic() - began:.0f}s")
+        if self.target and self.reached and sum(self.log.faults.values()) >= self.target:
+            self.reached.set()
 
     def _plans(self) -> dict[str, tuple[str, Callable[..., None], Callable[..., None],
                                         tuple[int, ...]]]:

@@ -112,3 +112,41 @@ def test_a_missing_topic_is_a_note_and_every_row_missing() -> None:
     result = verify_table(NoTopic(), Rows([(1, "a", 100)]), TABLE, MODES, _options(rechecks=0))
     assert dict(result.report.counts) == {"missing": 1}
     assert "does not exist" in result.notes[0]
+
+
+LIST_KEYED = table_from_json({"keyspace": "ks", "table": "t", "id": str(uuid.UUID(int=5)),
+                              "columns": [
+                                  {"name": "k", "kind": "partition_key", "position": 0,
+                                   "type": "frozen<list<int>>"},
+                                  {"name": "v", "kind": "regular", "position": -1,
+                                   "type": "text"}]}, {})
+
+
+def test_a_sample_of_a_table_whose_key_gives_no_token_reports_no_false_extras() -> None:
+    keys = [[i, i + 1] for i in range(40)]
+
+    class ListStream(StreamImages):
+        def __init__(self) -> None:
+            super().__init__({}, "p.ks.t", EventDecoder(EventSettings(), LIST_KEYED))
+
+        def catch_up(self, progress: Any = None) -> int:
+            for k in keys:
+                self.images[key_text({"k": k})] = {"k": k, "v": "x"}
+            self.position_us = 100
+            return len(keys)
+
+    class ListRows:
+        def scan(self, ranges: list[tuple[int, int]], progress: ScanProgress | None = None,
+                 report: Any = None) -> Iterator[tuple[str, dict, TableRow, int]]:
+            for k in keys:
+                token = token_of(LIST_KEYED, [k])
+                if any(s < token <= e for s, e in ranges):
+                    yield key_text({"k": k}), {"k": k}, TableRow({"k": k, "v": "x"}, 50), token
+
+    sample = token_ranges(8)[:3]
+    inside = sum(any(s < token_of(LIST_KEYED, [k]) <= e for s, e in sample) for k in keys)
+    assert 0 < inside < len(keys)
+    result = verify_table(ListStream(), ListRows(), LIST_KEYED, MODES,
+                          VerifyOptions(ranges=sample, grace_s=0, sampled=True))
+    assert dict(result.report.counts) == {"equal": inside}
+    assert f"{len(keys) - inside:,} keys of the stream" in result.notes[0]
