@@ -1,13 +1,13 @@
 """What the soak counts in the event topics: events, changes, duplicates, and the two checks
 `verify` does not make (no event without a visible change; every `before` is the previous
-`after` of its key)."""
+`after` of its key, on the table's columns now)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from support.materializer_harness import canonical, read_events
-from support.ring_harness import without_replays
+from support.materializer_harness import read_events
+from support.ring_harness import event_chain, without_replays
 
 
 @dataclass
@@ -22,20 +22,11 @@ class StreamCounts:
 
 
 def stream_counts(bootstrap: str, topic: str) -> StreamCounts:
-    """Read `topic` to its end and count (ramdomly ordered input is sorted by offset)."""
+    """Read `topic` to its end and count (randomly ordered input is sorted by offset)."""
     events = read_events(bootstrap, topic, 60)
     out = StreamCounts(events=sum(1 for e in events if e[3] is not None))
     kept = without_replays(events)
     out.changes = sum(1 for e in kept if e[3] is not None)
     out.duplicates = out.events - out.changes
-    last: dict[str, object] = {}
-    for p, o, key, value in sorted(kept, key=lambda e: (e[0], e[1])):
-        if value is None:
-            continue
-        k = canonical(key)
-        if canonical(value["before"]) == canonical(value["after"]):
-            out.no_ops.append(f"{k} @{p}/{o}")
-        if value["before"] != last.get(k):
-            out.broken_chains.append(f"{k} @{p}/{o}")
-        last[k] = value["after"]
+    out.no_ops, out.broken_chains = event_chain(kept)
     return out

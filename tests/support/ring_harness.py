@@ -245,21 +245,40 @@ def check_events(bootstrap: str, prefix: str, truth: Any, tables: dict[str, Tabl
             if got.get(key) != want.get(key):
                 problems.append(f"{name} {key}: events {canonical(got.get(key))} != "
                                 f"select at ALL {canonical(want.get(key))}")
-        last: dict[str, Any] = {}
-        for p, o, key, value in sorted(events, key=lambda e: (e[0], e[1])):
-            if value is None:
-                continue  # the tombstone after a delete
-            k = canonical(key)
-            # as JSON text: 0.0 and -0.0 are two CQL values (SELECT shows them apart) that
-            # Python's == calls equal
-            if canonical(value["before"]) == canonical(value["after"]):
-                problems.append(f"{name} {k} @{p}/{o}: {value['op']} with no visible change")
-            if value["before"] != last.get(k):
-                problems.append(f"{name} {k} @{p}/{o}: before {canonical(value['before'])} "
-                                f"!= the previous after {canonical(last.get(k))}")
-            last[k] = value["after"]
+        no_ops, broken = event_chain(events)
+        problems += [f"{name} {problem}" for problem in no_ops + broken]
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:10])
     return counts
+
+
+def event_chain(events: list[tuple[int, int, dict, dict | None]]) -> tuple[list[str],
+                                                                          list[str]]:
+    """Per key in offset order: the events that show no visible change, and those whose
+    `before` is not the key's previous `after`, each named by key and position."""
+    no_ops: list[str] = []
+    broken: list[str] = []
+    last: dict[str, Any] = {}
+    for p, o, key, value in sorted(events, key=lambda e: (e[0], e[1])):
+        if value is None:
+            continue  # the tombstone after a delete
+        k = canonical(key)
+        # as JSON text: 0.0 and -0.0 are two CQL values (SELECT shows them apart) that
+        # Python's == calls equal
+        if canonical(value["before"]) == canonical(value["after"]):
+            no_ops.append(f"{k} @{p}/{o}: {value['op']} with no visible change")
+        if not _follows(last.get(k), value["before"]):
+            broken.append(f"{k} @{p}/{o}: before {canonical(value['before'])} != the "
+                          f"previous after {canonical(last.get(k))}")
+        last[k] = value["after"]
+    return no_ops, broken
+
+
+def _follows(previous: dict | None, before: dict | None) -> bool:
+    """`before` is the `previous` after on the table's columns now: a column added since
+    is null in `before` and absent from `previous`; a dropped one is gone from `before`."""
+    if previous is None or before is None:
+        return previous is None and before is None
+    return all(previous[c] == v if c in previous else v is None for c, v in before.items())
 
 
 def without_replays(events: list[tuple[int, int, dict, dict | None]]
