@@ -83,7 +83,7 @@ def verify(publisher_config: Path | None, materializer_config: Path | None,
     Exit codes: 0 every key equal; 3 a key missing, extra or different; 4 none wrong, but
     keys still pending after the rechecks; 1 the run failed (a reason on stderr).
     """
-    from cassandra import RequestExecutionException
+    from cassandra import RequestExecutionException, Unauthorized
     from cassandra.cluster import NoHostAvailable, OperationTimedOut
     from confluent_kafka import KafkaException
 
@@ -141,6 +141,10 @@ def verify(publisher_config: Path | None, materializer_config: Path | None,
             except KafkaException as exc:
                 raise click.ClickException(f"reading the events of {table.keyspace}."
                                            f"{table.table} failed: {exc}") from None
+            except Unauthorized as exc:
+                raise click.ClickException(
+                    f"reading {table.keyspace}.{table.table} was refused: {exc} (the role in "
+                    "cassandra.username needs SELECT on the table)") from None
             except (RequestExecutionException, NoHostAvailable, OperationTimedOut) as exc:
                 raise _cassandra_failed(exc, f"{table.keyspace}.{table.table}",
                                         consistency) from None

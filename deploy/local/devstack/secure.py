@@ -7,13 +7,14 @@ import secrets
 import ssl
 import time
 from pathlib import Path
+from typing import Any
 
 from devstack import tls
 from devstack.settings import HOST, StackSettings
 
 ADMIN = "admin"  # the broker's own identity and the stack's operator: a super user
 # Components connect as themselves, with the ACLs `grant_acls` gives them and nothing else.
-USERS = (ADMIN, "publisher", "materializer", "connect")
+USERS = (ADMIN, "publisher", "materializer", "connect", "verify")
 MECHANISM = "SCRAM-SHA-512"
 
 
@@ -111,6 +112,9 @@ def acl_plan(prefix: str) -> dict[str, list[tuple[str, str, str, list[str]]]]:
         # a sink reads the event topics and commits in its group connect-<name>
         "connect": [("TOPIC", "PREFIXED", f"{prefix}.", ["READ", "DESCRIBE"]),
                     ("GROUP", "PREFIXED", "connect-", ["READ"])],
+        # `casscade verify` reads the event topics by assignment, committing nothing
+        "verify": [("TOPIC", "PREFIXED", f"{prefix}.", ["READ", "DESCRIBE"]),
+                   ("GROUP", "PREFIXED", "read-", ["READ"])],
     }
 
 
@@ -130,10 +134,27 @@ def grant_acls(s: StackSettings, prefix: str) -> int:
                 for user, grants in acl_plan(prefix).items()
                 for rtype, ptype, name, ops in grants for op in ops]
     admin = AdminClient(client_config(s, ADMIN))
+    _upsert_users(admin, s)
     for binding, future in admin.create_acls(bindings, request_timeout=30).items():
         future.result()  # raises with the broker's reason
         del binding
     return len(bindings)
+
+
+def _upsert_users(admin: Any, s: StackSettings) -> None:
+    """Every component user's SCRAM credential, set again from its password file: a stack
+    formatted before a user was added to USERS gets it too."""
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+    upserts = [UserScramCredentialUpsertion(u, info, password(s, u).encode())
+               for u in USERS if u != ADMIN]
+    for future in admin.alter_user_scram_credentials(upserts).values():
+        future.result()
 
 
 # ---- Cassandra ------------------------------------------------------------------------------
@@ -146,6 +167,9 @@ CASSANDRA_GRANTS = {
     "operator": ["GRANT SELECT ON ALL KEYSPACES TO operator",
                  "GRANT MODIFY ON ALL KEYSPACES TO operator",
                  "GRANT CREATE ON ALL KEYSPACES TO operator"],
+    # `casscade verify`: SELECT on the tables it checks, granted per keyspace by whoever
+    # runs it (the tests grant their own)
+    "verify": [],
 }
 
 
@@ -190,13 +214,13 @@ def cassandra_tls(s: StackSettings) -> ssl.SSLContext:
 
 
 def lock_cassandra(s: StackSettings) -> bool:
-    """On a new locked node: give the superuser a password of its own and make the
-    component roles with their grants; False when done before."""
-    if _locked_marker(s).exists():
-        return False
+    """Make the component roles with their grants (any missing: a node locked before a
+    role was added gets it too); on a new node also give the superuser a password of its
+    own. True when this locked the node."""
     from shared.cql import make_cluster
 
-    cluster = make_cluster([s.host], s.cql_port, CASSANDRA_SUPERUSER, CASSANDRA_SUPERUSER,
+    was_locked = _locked_marker(s).exists()
+    cluster = make_cluster([s.host], s.cql_port, *cassandra_login(s),
                            ssl_context=cassandra_tls(s))
     try:
         session = cluster.connect()
@@ -206,6 +230,8 @@ def lock_cassandra(s: StackSettings) -> bool:
                             "AND PASSWORD = %s", [pw])
             for grant in grants:
                 session.execute(grant)
+        if was_locked:
+            return False
         new = cassandra_password_file(s, CASSANDRA_SUPERUSER).read_text().strip()
         session.execute(f"ALTER ROLE {CASSANDRA_SUPERUSER} WITH PASSWORD = %s", [new])
     finally:
