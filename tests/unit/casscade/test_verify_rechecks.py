@@ -18,7 +18,7 @@ from casscade.verify.verifier import VerifyOptions, verify_table
 from materializer.output.event_settings import EventSettings
 from materializer.output.values import MODES
 from publisher.snapshot.snapshot import token_ranges
-from shared.schema import table_from_json
+from shared.schema import TableSchema, table_from_json
 
 TABLE = table_from_json({"keyspace": "ks", "table": "t", "id": str(uuid.UUID(int=4)),
                          "columns": [
@@ -29,27 +29,31 @@ TABLE = table_from_json({"keyspace": "ks", "table": "t", "id": str(uuid.UUID(int
 
 
 class Stream(StreamImages):
-    """Events handed in per catch-up: (key id, after or None, write time µs)."""
+    """Events handed in per catch-up: (key id, after or None, write time µs), of `table`
+    (its partition key one column, its value column `v`)."""
 
-    def __init__(self, *arrivals: list[tuple[int, str | None, int]]) -> None:
-        super().__init__({}, "p.ks.t", EventDecoder(EventSettings(), TABLE))
+    def __init__(self, *arrivals: list[tuple[Any, str | None, int]],
+                 table: TableSchema = TABLE) -> None:
+        super().__init__({}, "p.ks.t", EventDecoder(EventSettings(), table))
         self.arrivals = list(arrivals)
+        self.pk = table.partition_key[0].name
 
     def catch_up(self, progress: Any = None) -> int:
         batch = self.arrivals.pop(0) if self.arrivals else []
         for key_id, value, ts_us in batch:
-            key = {"id": key_id}
-            self.images[key_text(key)] = None if value is None else {"id": key_id, "v": value}
+            key = {self.pk: key_id}
+            self.images[key_text(key)] = None if value is None else {**key, "v": value}
             self.position_us = max(self.position_us, ts_us)
             self.events += 1
         return len(batch)
 
 
 class Rows:
-    """The table per scan: (key id, v, newest write µs); records which ranges were read."""
+    """`table` per scan: (key id, v, newest write µs); records which ranges were read."""
 
-    def __init__(self, *scans: list[tuple[int, str, int]]) -> None:
+    def __init__(self, *scans: list[tuple[Any, str, int]], table: TableSchema = TABLE) -> None:
         self.scans = list(scans)
+        self.table = table
         self.asked: list[list[tuple[int, int]]] = []
 
     def scan(self, ranges: list[tuple[int, int]], progress: ScanProgress | None = None,
@@ -59,10 +63,10 @@ class Rows:
         if progress is not None:
             progress.rows = len(rows)
         for key_id, v, ts in rows:
-            token = token_of(TABLE, [key_id])
+            token = token_of(self.table, [key_id])
             if any(s < token <= e for s, e in ranges):
-                key = {"id": key_id}
-                yield key_text(key), key, TableRow({"id": key_id, "v": v}, ts), token
+                key = {self.table.partition_key[0].name: key_id}
+                yield key_text(key), key, TableRow({**key, "v": v}, ts), token
 
 
 def _options(**kw: Any) -> VerifyOptions:
@@ -124,29 +128,11 @@ LIST_KEYED = table_from_json({"keyspace": "ks", "table": "t", "id": str(uuid.UUI
 
 def test_a_sample_of_a_table_whose_key_gives_no_token_reports_no_false_extras() -> None:
     keys = [[i, i + 1] for i in range(40)]
-
-    class ListStream(StreamImages):
-        def __init__(self) -> None:
-            super().__init__({}, "p.ks.t", EventDecoder(EventSettings(), LIST_KEYED))
-
-        def catch_up(self, progress: Any = None) -> int:
-            for k in keys:
-                self.images[key_text({"k": k})] = {"k": k, "v": "x"}
-            self.position_us = 100
-            return len(keys)
-
-    class ListRows:
-        def scan(self, ranges: list[tuple[int, int]], progress: ScanProgress | None = None,
-                 report: Any = None) -> Iterator[tuple[str, dict, TableRow, int]]:
-            for k in keys:
-                token = token_of(LIST_KEYED, [k])
-                if any(s < token <= e for s, e in ranges):
-                    yield key_text({"k": k}), {"k": k}, TableRow({"k": k, "v": "x"}, 50), token
-
     sample = token_ranges(8)[:3]
     inside = sum(any(s < token_of(LIST_KEYED, [k]) <= e for s, e in sample) for k in keys)
     assert 0 < inside < len(keys)
-    result = verify_table(ListStream(), ListRows(), LIST_KEYED, MODES,
-                          VerifyOptions(ranges=sample, grace_s=0, sampled=True))
+    result = verify_table(Stream([(k, "x", 100) for k in keys], table=LIST_KEYED),
+                          Rows([(k, "x", 50) for k in keys], table=LIST_KEYED), LIST_KEYED,
+                          MODES, VerifyOptions(ranges=sample, grace_s=0, sampled=True))
     assert dict(result.report.counts) == {"equal": inside}
     assert f"{len(keys) - inside:,} keys of the stream" in result.notes[0]
