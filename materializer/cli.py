@@ -41,11 +41,11 @@ def _config(config_file: Path | None, overrides: tuple[str, ...]) -> Any:
 @_SET
 @click.option("--print-config", is_flag=True, help="Print the effective config and exit.")
 @click.option("--available-now", is_flag=True,
-              help="Process what the raw topics hold now, then stop (backfills, tests).")
+              help="Process what the raw topic holds now, then stop (backfills, tests).")
 def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool,
         available_now: bool) -> None:
-    """Run the materializer: read <prefix>.raw.*, merge every replica's copies with
-    Cassandra's rules, write c/u/d events with complete before/after rows to
+    """Run the materializer: read the raw topic <prefix>.raw, merge every replica's copies
+    with Cassandra's rules, write c/u/d events with complete before/after rows to
     <prefix>.<keyspace>.<table>.
 
     Runs in Spark local mode by default (spark.master local[2]); `deploy/spark/submit.sh`
@@ -73,6 +73,10 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         raise click.UsageError(str(exc)) from exc
     setup_logging(cfg.log.level, cfg.log.format)
     reach_or_exit(kafka, events)  # before Spark: one line if Kafka or the registry is not there
+    try:
+        job.raw_partitions(kafka, cfg.kafka.topic_prefix)  # the raw layout, before Spark too
+    except job.OldRawLayout as exc:
+        raise click.ClickException(str(exc)) from None
     progress = ProgressMetrics(Registry())
     running: list[Any] = []  # the query, once started (for /health)
     http = _serve(cfg, running, progress)  # first: a taken port fails before Spark starts
@@ -92,7 +96,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         while not stop.requested:
             try:
                 running.append(job.start(spark, cfg, available_now=available_now))
-            except (CheckpointRefused, CheckpointFileError) as exc:
+            except (CheckpointRefused, CheckpointFileError, job.OldRawLayout) as exc:
                 raise click.ClickException(str(exc)) from exc
             log.info("query started; its first micro-batch also starts the Python workers",
                      extra={"checkpoint": str(cfg.spark.checkpoint)})
@@ -175,7 +179,7 @@ def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy,
 
 @materializer.command()
 @click.option("--partitions", required=True, type=click.IntRange(min=1),
-              help="The partition count every raw topic gets (at least its count now).")
+              help="The partition count the raw topic gets (at least its count now).")
 @click.option("--partitioner", default="consistent_random", show_default=True,
               help="The publishers' producer partitioner (librdkafka's `partitioner`: "
                    "consistent_random, murmur2_random, ...).")
@@ -183,16 +187,17 @@ def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy,
 @_SET
 def reshard(partitions: int, partitioner: str, config_file: Path | None,
             overrides: tuple[str, ...]) -> None:
-    """Give the raw topics more partitions, moving a stopped job's partition stores with
+    """Give the raw topic more partitions, moving a stopped job's partition stores with
     their keys (spark.checkpoint is kept): no state lost, no event.
 
     First stop the publishers and run the job with --available-now to the end of the raw
-    topics (refused otherwise: records left in an old partition would meet a moved state).
-    Then this writes every store's entries to new changelog topics at their keys' new
-    partitions, adds the partitions to the raw topics, and records both in the checkpoint;
-    start the publishers (with kafka.partitions as given here, for new tables) and the job.
-    Prints a JSON summary, with the old changelog topics to delete.
+    topic (refused otherwise: records left in an old partition would meet a moved state).
+    Then this writes every store's entries to a new changelog topic at their keys' new
+    partitions, adds the partitions to the raw topic, and records both in the checkpoint;
+    start the publishers and the job. Prints a JSON summary, with the old changelog topic
+    to delete.
     """
+    from materializer.spark.job import OldRawLayout
     from materializer.spark.partition_reshard import ReshardRefused
     from materializer.spark.partition_reshard import reshard as reshard_stores
     from shared.logs import setup_logging
@@ -204,7 +209,7 @@ def reshard(partitions: int, partitioner: str, config_file: Path | None,
         report = reshard_stores(cfg.kafka.client(), cfg.kafka.topic_prefix,
                                 cfg.spark.checkpoint, partitions, partitioner,
                                 cfg.events.replication_factor)
-    except (ReshardRefused, ValueError) as exc:
+    except (ReshardRefused, OldRawLayout, ValueError) as exc:
         raise click.ClickException(f"reshard refused: {exc}") from exc
     click.echo(json.dumps(report, indent=1))
 

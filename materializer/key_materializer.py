@@ -29,6 +29,7 @@ from materializer.rules.pages import DEFAULT_PAGE_ROWS, PageWrites, attach, page
 from shared import rowupdate
 from shared.rowupdate_reader import read_row_update
 from shared.schema import TableSchema
+from shared.topic_names import event_topic
 
 log = logging.getLogger(__name__)
 
@@ -41,22 +42,6 @@ class Schemas(Protocol):
     """Resolves a RowUpdate's schema hash (materializer.spark.schema_cache.SchemaCache)."""
 
     def get(self, schema_hash: str) -> TableSchema: ...
-
-
-def event_topic(prefix: str, keyspace: str, table: str) -> str:
-    """The event topic of a table: `<prefix>.<keyspace>.<table>`."""
-    return f"{prefix}.{keyspace}.{table}"
-
-
-def event_topic_of_raw(prefix: str, raw_topic: str) -> str:
-    """The event topic of a raw topic `<prefix>.raw.<keyspace>.<table>` (Cassandra's names
-    have no dots, so the two parts are the last two)."""
-    return f"{prefix}.{table_of_raw(raw_topic)}"
-
-
-def table_of_raw(raw_topic: str) -> str:
-    """`keyspace.table` of a raw topic `<prefix>.raw.<keyspace>.<table>`."""
-    return ".".join(raw_topic.rsplit(".", 2)[1:])
 
 
 @dataclass(slots=True)
@@ -82,6 +67,7 @@ class Result:
     # the write time (µs) of each change a live record made an event of (the freshness
     # metric; not TTL expiries, not snapshot rows)
     write_times_us: list[int] = field(default_factory=list)
+    table: str | None = None  # keyspace.table of the key, once its schema is known
 
 
 class _TableVersion:
@@ -99,6 +85,7 @@ class _TableVersion:
                                       table.gc_grace_seconds, dropped,
                                       VisibleForm(lists, counters))
         self.topic = event_topic(prefix, table.keyspace, table.table)
+        self.table_id = table.id.bytes
         modes = settings.modes
         if settings.format == "avro":
             if publisher is None:
@@ -151,9 +138,10 @@ class KeyMaterializer:
 
     def handle(self, topic: str, partition_key: bytes, records: Iterable[RawRecord],
                state_blob: bytes | None, schema_hash: str | None, now_ms: int,
-               read_pages: PageSource | None = None) -> Result:
+               read_pages: PageSource | None = None, table_id: bytes | None = None) -> Result:
         """Apply a micro-batch of one key's raw records (`read_pages`: a wide partition's
-        pages, for a state that has them)."""
+        pages, for a state that has them; `table_id`: the table id of the records' Kafka
+        key, which each record must name too)."""
         result = Result()
         decoded: list[tuple[dict[str, Any], bytes]] = []
         # The version to render with: the newest schema (altered_at) among the state's and
@@ -169,8 +157,13 @@ class KeyMaterializer:
             try:
                 rec = read_row_update(raw.value)
                 version = self._version(rec["schema_hash"])
+                if table_id is not None and version.table_id != table_id:
+                    raise LookupError(f"the record is of table {version.table.name} "
+                                      f"({version.table.id}), its Kafka key names table id "
+                                      f"{table_id.hex()}")
             except (rowupdate.RecordFormatError, LookupError) as exc:
-                result.outputs.append(self._dead_letter(topic, partition_key, raw, exc))
+                result.outputs.append(self._dead_letter(topic, (table_id or b"") + partition_key,
+                                                        raw, exc))
                 continue
             rec["_kafka"] = (topic, raw.partition, raw.offset)
             decoded.append((rec, raw.value))
@@ -186,6 +179,13 @@ class KeyMaterializer:
         changes = version.detector.process(state, decoded, now_ms // 1000)
         self._render(version, partition_key, changes, now_ms, result)
         return self._finish(version, state, schema_hash, now_ms, result)
+
+    def reject(self, topic: str, key: bytes | None, records: Iterable[RawRecord]) -> Result:
+        """Dead letters for records whose Kafka key is not a raw key (a table id, then a
+        partition key): written by something other than a casscade publisher."""
+        exc = ValueError(f"a raw record's key is a table id and a partition key, not "
+                         f"{len(key or b'')} bytes")
+        return Result(outputs=[self._dead_letter(topic, key, raw, exc) for raw in records])
 
     def expire(self, partition_key: bytes, state_blob: bytes | None, schema_hash: str | None,
                now_ms: int, read_pages: PageSource | None = None, topic: str = "") -> Result:
@@ -215,6 +215,7 @@ class KeyMaterializer:
     def _finish(self, version: _TableVersion, state: PartitionState, schema_hash: str,
                 now_ms: int, result: Result) -> Result:
         result.schema_hash = schema_hash
+        result.table = version.table.name
         result.state, result.pages = store(state, version.detector.merger.order,
                                            now_ms // 1000, self.page_rows)
         result.next_timer_ms = None if state.next_expiry is None else state.next_expiry * 1000
@@ -267,13 +268,13 @@ class KeyMaterializer:
         return self._to_dlq("change event cannot be encoded", dumps(key), where, exc, event={
             "key": key, "op": op, "before": before, "after": after, "source": source})
 
-    def _dead_letter(self, topic: str, key: bytes, raw: RawRecord,
+    def _dead_letter(self, topic: str, key: bytes | None, raw: RawRecord,
                      exc: Exception) -> tuple[str, bytes | None, bytes | None]:
         where = {"topic": topic, "partition": raw.partition, "offset": raw.offset}
         return self._to_dlq("raw record cannot be materialized", key, where, exc,
                             value=raw.value)
 
-    def _to_dlq(self, what: str, key: bytes, where: dict[str, Any], exc: Exception,
+    def _to_dlq(self, what: str, key: bytes | None, where: dict[str, Any], exc: Exception,
                 **payload: Any) -> tuple[str, bytes | None, bytes | None]:
         """A dead-letter record: where it came from, the error, and what could not go on."""
         self.ensure_topic(self.dead_letters)

@@ -17,7 +17,7 @@ class KafkaSettings:
     """Where raw records come from and events go."""
 
     bootstrap_servers: str = "127.0.0.1:9092"
-    topic_prefix: str = "casscade"  # reads <prefix>.raw.*, writes <prefix>.<ks>.<table>
+    topic_prefix: str = "casscade"  # reads <prefix>.raw, writes <prefix>.<ks>.<table>
     starting_offsets: str = "earliest"  # for a new checkpoint only
     # raw records per micro-batch at most (0: no limit); bounds memory, since a task holds
     # its records of a micro-batch together, and the time to the first events
@@ -60,11 +60,11 @@ class SparkSettings:
     # batch reads and writes only the pages it can change; may change between runs
     state_page_rows: int = 256
     driver_memory: str = "1g"
-    # The raw topic partitions of a micro-batch are coalesced, without a shuffle, into at
+    # The raw partitions of a micro-batch are coalesced, without a shuffle, into at
     # most this many tasks, each reading its partitions whole (each task has a fixed cost
     # of its own). 0: on a local master as many as Spark has cores; on a cluster none (a
     # coalesced task keeps only its host, so on hosts with several executors the partition
-    # stores would move between them every batch). Raw topics want a multiple of the
+    # stores would move between them every batch). The raw topic wants a multiple of the
     # cores as partitions (docs/operations.md "State without shuffles").
     partition_tasks: int = 0
     # a query that fails on something transient (broker restart, lost executor, timeout)
@@ -80,7 +80,7 @@ class SparkSettings:
     # connector_jars; `deploy/local/stack fetch`);
     # provided: spark-submit --packages/--jars supplies it; else a comma-separated jar list
     kafka_jars: str = "auto"
-    # any other spark.* setting; unset, spark.kafka.consumer.cache.capacity is the raw topic
+    # any other spark.* setting; unset, spark.kafka.consumer.cache.capacity is the raw
     # partitions at start + 64 (Spark's Kafka source keeps a consumer per topic partition);
     # unset spark.locality.wait(.process) is 10s for the process level (a task waits that
     # long for the executor holding its store, then runs elsewhere)

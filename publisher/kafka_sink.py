@@ -10,6 +10,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
+from shared import topic_names
 from shared.kafka_security import client_conf, with_refusal_log
 from shared.kafka_topics import TopicCreator
 from shared.metrics import Registry
@@ -20,16 +21,6 @@ log = logging.getLogger(__name__)
 
 class SinkStopped(Exception):
     """The agent is stopping while the sink waits for Kafka (away, or refusing us)."""
-
-
-def raw_topic(prefix: str, keyspace: str, table: str) -> str:
-    """`<prefix>.raw.<keyspace>.<table>`"""
-    return f"{prefix}.raw.{keyspace}.{table}"
-
-
-def schema_topic(prefix: str) -> str:
-    """`<prefix>.schemas` (compacted; key = schema hash)."""
-    return f"{prefix}.schemas"
 
 
 def schema_record(table: TableSchema) -> bytes:
@@ -90,7 +81,7 @@ class KafkaSink:
         digest = table.schema_hash
         if digest in self.published_hashes:
             return
-        topic = schema_topic(self.prefix)
+        topic = topic_names.schema_topic(self.prefix)
         self.ensure_topic(topic, compacted=True)
         result: list[Any] = []
         self.produce(topic, digest.encode(), schema_record(table),
@@ -127,17 +118,22 @@ class KafkaSink:
         if not counted:
             self.produced.inc()
 
-    def raw_partitions(self) -> dict[str, int]:
-        """Every raw topic under the prefix and its partition count."""
-        start = f"{self.prefix}.raw."  # raw_topic's names
-        meta = self.topics.admin.list_topics(timeout=self.topics.timeout_s)
-        return {name: len(t.partitions) for name, t in meta.topics.items()
-                if name.startswith(start) and t.error is None}
+    def ensure_raw_topic(self) -> str:
+        """Make sure the raw topic exists (created with `partitions` if missing); its name."""
+        topic = topic_names.raw_topic(self.prefix)
+        self.ensure_topic(topic)
+        return topic
 
-    def raw_topics_made(self) -> set[str]:
-        """The raw topics this sink has made sure of (created, or found)."""
-        start = f"{self.prefix}.raw."
-        return {t for t in self.topics.known if t.startswith(start)}
+    def raw_partitions(self) -> int:
+        """The raw topic's partition count (0 while it does not exist)."""
+        topic = topic_names.raw_topic(self.prefix)
+        meta = self.topics.admin.list_topics(topic, timeout=self.topics.timeout_s)
+        found = meta.topics.get(topic)
+        return 0 if found is None or found.error is not None else len(found.partitions)
+
+    def raw_topic_made(self) -> bool:
+        """Whether this sink has made sure of the raw topic (created, or found)."""
+        return topic_names.raw_topic(self.prefix) in self.topics.known
 
     def poll(self, timeout: float = 0.0) -> int:
         """Serve delivery callbacks."""

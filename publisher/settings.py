@@ -21,7 +21,7 @@ class KafkaSettings:
 
     bootstrap_servers: str = "127.0.0.1:9092"
     topic_prefix: str = "casscade"
-    partitions: int = 6  # of each raw topic the agent creates
+    partitions: int = 6  # of the raw topic <prefix>.raw, if the agent creates it
     replication_factor: int = 1
     producer: dict[str, str] = field(default_factory=dict)  # extra librdkafka settings
     # a heartbeat record (host, read position, clock) to every partition of every raw topic

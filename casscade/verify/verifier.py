@@ -25,6 +25,7 @@ from casscade.verify.stream_images import StreamImages
 from casscade.verify.table_rows import ScanProgress, TableRows
 from materializer.output.values import ValueModes
 from shared.schema import TableSchema
+from shared.topic_names import event_topic
 
 log = logging.getLogger("casscade.verify")
 
@@ -65,7 +66,7 @@ def stream_of(kafka: Mapping[str, str], prefix: str, published: TableSchema,
         token = json_token(published, key, modes)
         return token is None or any(s < token <= e for s, e in options.ranges)
 
-    return StreamImages(kafka, f"{prefix}.{published.keyspace}.{published.table}", decoder,
+    return StreamImages(kafka, event_topic(prefix, published.keyspace, published.table), decoder,
                         in_sample if options.sampled else _always)
 
 

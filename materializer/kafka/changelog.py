@@ -1,4 +1,4 @@
-"""The partition stores' changelog in Kafka: one compacted topic per raw topic, with its
+"""The partition stores' changelog in Kafka: one compacted topic for the raw topic, with its
 partition count, so the store of raw partition p is changelog partition p (the design of
 Kafka Streams' and Samza's changelogs).
 
@@ -7,9 +7,9 @@ machine that runs a task already reaches Kafka with the job's own settings and d
 store's writes reach it as the task makes them (so a batch's durability costs one flush, not
 an upload of table files), and a store that fell behind reads only what it missed.
 
-Names: `<prefix>.changelog.<job id>.<keyspace>.<table>`. The job id is made when a
-checkpoint first runs and kept beside its stores, so a new checkpoint never
-meets an old one's changelog; the names do not match the raw topics' pattern.
+Name: `<prefix>.changelog.<job id>` (`shared.topic_names`). The job id is made when a
+checkpoint first runs and kept beside its stores, so a new checkpoint never meets an old
+one's changelog.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from shared.kafka_security import client_conf, with_refusal_log
 from shared.kafka_topics import TopicCreator
+from shared.topic_names import changelog_topic
 
 log = logging.getLogger(__name__)
 TIMEOUT_S = 60.0
@@ -40,12 +41,6 @@ TOPIC_CONFIG = {"max.message.bytes": str(MAX_RECORD_BYTES),
 
 class ChangelogError(Exception):
     """A changelog write was not made durable, or a changelog could not be read."""
-
-
-def changelog_topic(prefix: str, job_id: str, raw_topic: str) -> str:
-    """The changelog topic of a raw topic `<prefix>.raw.<keyspace>.<table>`."""
-    keyspace, table = raw_topic.rsplit(".", 2)[1:]
-    return f"{prefix}.changelog.{job_id}.{keyspace}.{table}"
 
 
 class Changelogs:
@@ -66,12 +61,10 @@ class Changelogs:
         self.delivered: dict[tuple[str, int], int] = {}  # (topic, partition) → next offset
         self.failed: dict[tuple[str, int], str] = {}
 
-    def ensure(self, raw_partitions: Mapping[str, int]) -> dict[str, int]:
-        """Create the changelog topic of each raw topic (with its partition count) that is
-        missing, in one request, and wait until they take writes; their partition counts
-        by name."""
-        counts = {changelog_topic(self.prefix, self.job_id, raw): n
-                  for raw, n in raw_partitions.items()}
+    def ensure(self, raw_partitions: int) -> dict[str, int]:
+        """Create the changelog topic, with the raw topic's partition count, if it is
+        missing, and wait until it takes writes; {its name: its partition count}."""
+        counts = {changelog_topic(self.prefix, self.job_id): raw_partitions}
         self._creator.ensure_many(list(counts), compacted=True, partitions=counts,
                                   config=TOPIC_CONFIG)
         return counts
@@ -82,20 +75,19 @@ class Changelogs:
 
     def partition(self, raw_topic: str, partition: int,
                   ends: Mapping[tuple[str, int], int] | None = None) -> ChangelogPartition:
-        """The changelog of raw topic partition (raw_topic, partition), its topic made if
-        this is a table the job had not met; `ends`: changelog ends read for the whole task
-        (`ends()`), its first end() taken from there if it is in."""
-        topic = changelog_topic(self.prefix, self.job_id, raw_topic)
+        """The changelog of raw partition (raw_topic, partition), its topic made if the raw
+        topic did not exist when the job started; `ends`: changelog ends read for the whole
+        task (`ends()`), its first end() taken from there if it is in."""
+        topic = changelog_topic(self.prefix, self.job_id)
         if topic not in self._creator.known:
             meta = self.consumer.list_topics(raw_topic, timeout=TIMEOUT_S).topics[raw_topic]
-            self.ensure({raw_topic: len(meta.partitions)})
+            self.ensure(len(meta.partitions))
         return ChangelogPartition(self, topic, partition, (ends or {}).get((topic, partition)))
 
     def ends(self, topics: Mapping[str, int]) -> dict[tuple[str, int], int]:
         """The high watermark of every partition of `topics` (name → partition count), in
         one request per broker. Why at once: a process's first look at a topic's partition
-        asks for the topic's metadata first, one topic after the other, and a task of the
-        first micro-batch over many tables met each of them for the first time."""
+        asks for the topic's metadata first, and a task opens several stores."""
         if not topics:
             return {}
         wanted = {TopicPartition(t, p): OffsetSpec.latest()
@@ -217,9 +209,8 @@ class ChangelogJob:
     prefix: str
     job_id: str
     replication: int
-    # the changelog topics the driver made at start, with their partition counts: a worker
-    # takes them as made (it would otherwise read the cluster's whole metadata once per
-    # table), and a task reads all their ends at once (Changelogs.ends)
+    # the changelog topic the driver made at start, with its partition count: a worker takes
+    # it as made, and a task reads all its partitions' ends at once (Changelogs.ends)
     made: Mapping[str, int] = field(default_factory=dict)
 
     def changelogs(self) -> Changelogs:

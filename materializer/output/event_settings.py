@@ -11,6 +11,7 @@ from pathlib import Path
 
 from materializer.output.avro_registry import RegistryAccess
 from materializer.output.values import DECIMAL, MAPS, STRUCTS, VARINT, ValueModes
+from shared import topic_names
 from shared.config import read_secret
 
 STATIC_ONLY_MODES = ("emit", "skip")
@@ -103,8 +104,8 @@ class EventSettings:
 
     def dead_letters(self, prefix: str) -> str:
         """The dead-letter topic under topic prefix `prefix`."""
-        return self.dead_letter_topic or f"{prefix}.materializer.dead-letter"
+        return self.dead_letter_topic or topic_names.dead_letter_topic(prefix)
 
     def avro_schemas(self, prefix: str) -> str:
         """The topic Avro schemas go to when no registry is configured."""
-        return self.avro_schema_topic or f"{prefix}.avro-schemas"
+        return self.avro_schema_topic or topic_names.avro_schema_topic(prefix)

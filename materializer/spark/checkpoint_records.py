@@ -1,12 +1,13 @@
 """What a checkpoint records about its job, and the checks a start makes against it: the
-partition stores' job id, the raw topics' partition counts, and whose job it is (the Kafka
+partition stores' job id, the raw topic's partition count, and whose job it is (the Kafka
 cluster and topic prefix it reads)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from materializer.spark.partition_job import STATE_DIR
+from materializer.store.layout import STATE_DIR
+from shared import topic_names
 
 if TYPE_CHECKING:
     from materializer.spark.checkpoint_files import Files
@@ -15,7 +16,7 @@ OWNER_RECORD = f"{STATE_DIR}/owner.json"  # the Kafka cluster id and topic prefi
 
 
 CHANGELOG_RECORD = f"{STATE_DIR}/changelog.json"  # the stores' job id
-PARTITIONS_RECORD = f"{STATE_DIR}/partitions.json"  # the raw topics' partition counts
+PARTITIONS_RECORD = f"{STATE_DIR}/partitions.json"  # the raw topic's partition count
 
 
 def job_id(files: Files) -> str:
@@ -36,11 +37,12 @@ class CheckpointRefused(Exception):
     """The partition stores cannot run with this checkpoint or these raw topics."""
 
 
-def check_start(files: Files, started: bool, partitions: dict[str, int]) -> None:
+def check_start(files: Files, started: bool, partitions: dict[str, int], prefix: str) -> None:
     """Refuse what the partition stores cannot follow: a checkpoint an earlier casscade
-    started in its spark state mode, or a raw topic with more partitions than when its
-    state was first written (its keys moved). Records the raw topics' partition counts
-    for the next start."""
+    started in its spark state mode or for its per-table raw topics, or a raw topic with
+    more partitions than when its state was first written (its keys moved). Records the raw
+    topic's partition count for the next start (`partitions`: {raw topic: count}, empty
+    while it does not exist)."""
     import json
 
     where = f"checkpoint {files.location}"
@@ -52,15 +54,21 @@ def check_start(files: Files, started: bool, partitions: dict[str, int]) -> None
             "spark state mode\")")
     text = files.read_text(PARTITIONS_RECORD)
     known = json.loads(text) if text is not None else {}
+    old = topic_names.per_table_raw_topics(prefix, set(known))
+    if old:
+        raise CheckpointRefused(
+            f"{where} was written for the per-table raw topics of an earlier casscade "
+            f"({old[0]}{f' and {len(old) - 1} more' if len(old) > 1 else ''}), which this "
+            f"one does not read: start a new spark.checkpoint, and publish the tables' rows "
+            f"again with `casscade snapshot` (docs/operations.md \"One raw topic\")")
     grown = {t: (known[t], n) for t, n in partitions.items() if t in known and n != known[t]}
     if grown:
         raise CheckpointRefused(
-            f"{where}: raw topics changed their partition count since their state was "
-            f"written, so their keys moved between partition stores: "
+            f"{where}: the raw topic changed its partition count since its state was "
+            f"written, so its keys moved between partition stores: "
             + ", ".join(f"{t} {a} -> {b}" for t, (a, b) in sorted(grown.items()))
-            + "; give every raw topic its new count with `casscade materializer reshard`, "
-            "which moves the stores with their keys (docs/operations.md \"State without "
-            "shuffles\")")
+            + "; give it its new count with `casscade materializer reshard`, which moves "
+            "the stores with their keys (docs/operations.md \"State without shuffles\")")
     files.write_text(PARTITIONS_RECORD, json.dumps(known | partitions, sort_keys=True))
 
 
@@ -78,6 +86,7 @@ def check_owner(files: Files, cluster: str | None, prefix: str) -> None:
     if theirs != mine:
         raise CheckpointRefused(
             f"checkpoint {files.location} belongs to the job that reads "
-            f"{theirs['topic_prefix']}.raw.* on Kafka cluster {theirs['kafka_cluster']}; "
-            f"this config reads {prefix}.raw.* on Kafka cluster {cluster}: give this job a "
+            f"{topic_names.raw_topic(theirs['topic_prefix'])} on Kafka cluster "
+            f"{theirs['kafka_cluster']}; this config reads {topic_names.raw_topic(prefix)} on "
+            f"Kafka cluster {cluster}: give this job a "
             "spark.checkpoint of its own")

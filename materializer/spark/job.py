@@ -1,11 +1,11 @@
-"""The Structured Streaming query: raw topics → partition stores (no shuffle) → event topics."""
+"""The Structured Streaming query: the raw topic → partition stores (no shuffle) → event
+topics."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
-import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from materializer.kafka.changelog import ChangelogJob
-from materializer.key_materializer import event_topic_of_raw
 from materializer.output.event_settings import EventSettings
 from materializer.settings import MaterializerConfig, SparkSettings
 from materializer.spark import (
@@ -23,8 +22,10 @@ from materializer.spark import (
     partition_job,
     pyspark_internals,
 )
+from materializer.store.layout import state_root
+from shared import topic_names
 from shared.kafka_reach import cluster_id
-from shared.kafka_topics import TopicCreator
+from shared.kafka_topics import TopicCreator, read_to_end
 from shared.pids import pid_alive
 
 if TYPE_CHECKING:
@@ -52,9 +53,8 @@ PARTITION_LOCALITY_WAIT = "10s"
 FETCH_MAX_WAIT_MS = "10"
 
 
-def raw_topic_pattern(prefix: str) -> str:
-    """Java regex of every raw topic under `prefix`."""
-    return re.escape(prefix) + r"\.raw\..+"
+class OldRawLayout(Exception):
+    """Kafka holds raw topics of the per-table layout, which this casscade does not read."""
 
 
 def event_settings(cfg: MaterializerConfig) -> EventSettings:
@@ -159,8 +159,7 @@ def session(cfg: MaterializerConfig, available_now: bool = False,
                .config("spark.python.daemon.module", DAEMON_MODULE)
                .config("spark.ui.showConsoleProgress", "false"))
     if CONSUMER_CACHE not in s.conf:
-        raw = partition_job.raw_partition_counts(cfg.kafka.client(),
-                                                 raw_topic_pattern(cfg.kafka.topic_prefix))
+        raw = raw_partitions(cfg.kafka.client(), cfg.kafka.topic_prefix)
         builder = builder.config(CONSUMER_CACHE, str(consumer_cache_capacity(raw)))
     for key, value in {**scheduling_conf(s), **s.conf}.items():
         builder = builder.config(key, value)
@@ -180,8 +179,8 @@ def scheduling_conf(s: SparkSettings) -> dict[str, str]:
 
 
 def consumer_cache_capacity(raw_partitions: dict[str, int]) -> int:
-    """How many Kafka consumers an executor keeps between micro-batches: one per raw topic
-    partition there is now, and Spark's default (64) over that for tables added later.
+    """How many Kafka consumers an executor keeps between micro-batches: one per raw
+    partition there is now, and Spark's default (64) over that (a reshard adds some).
 
     Spark's Kafka source reads each topic partition with a consumer of its own from a pool
     of this capacity, and beyond it closes idle ones and makes new ones every batch (100
@@ -194,19 +193,56 @@ def start(spark: SparkSession, cfg: MaterializerConfig,
           available_now: bool = False) -> StreamingQuery:
     """Start the query; `available_now` processes what is in Kafka now, then stops."""
     k = cfg.kafka
-    raw = partition_job.raw_partition_counts(k.client(), raw_topic_pattern(k.topic_prefix))
-    made = frozenset(create_event_topics(cfg, raw))
+    raw = raw_partitions(k.client(), k.topic_prefix)
+    made = frozenset(create_event_topics(cfg))
     return write_events(_events(spark, cfg, raw, made), cfg, available_now)
 
 
-def create_event_topics(cfg: MaterializerConfig, raw: dict[str, int]) -> list[str]:
-    """Create the event topic of every raw topic there is now, in one request, and wait
-    until each takes writes (`TopicCreator.wait_writable`): a start with a backlog over many
-    tables otherwise made them in its first micro-batch, beside the Kafka sink's first
-    writes to them. Tables that appear later get theirs from the worker that first meets
-    them. `raw`: the raw topics' partition counts. The event topics' names."""
+def raw_partitions(kafka: dict[str, str], prefix: str) -> dict[str, int]:
+    """{the raw topic: its partition count}, empty while it does not exist; OldRawLayout if
+    Kafka holds raw topics of the per-table layout under `prefix`."""
+    from confluent_kafka.admin import AdminClient
+
+    topics = AdminClient(kafka).list_topics(timeout=30).topics
+    old = topic_names.per_table_raw_topics(prefix, set(topics))
+    if old:
+        raise OldRawLayout(
+            f"Kafka holds {len(old)} raw topics of the per-table layout of an earlier "
+            f"casscade ({old[0]}{', ...' if len(old) > 1 else ''}), which this one does not "
+            f"read: delete them once nothing needs them, or give this job another "
+            f"kafka.topic_prefix (docs/operations.md \"One raw topic\")")
+    raw = topics.get(topic_names.raw_topic(prefix))
+    return {} if raw is None or raw.error is not None else {raw.topic: len(raw.partitions)}
+
+
+def known_tables(kafka: dict[str, str], prefix: str) -> list[tuple[str, str]]:
+    """(keyspace, table) of every table the schema topic names (none while it does not
+    exist)."""
+    import json
+
+    from confluent_kafka import KafkaException
+
+    tables = set()
+    try:
+        for msg in read_to_end(kafka, topic_names.schema_topic(prefix)):
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                body = json.loads(msg.value())
+                tables.add((str(body["keyspace"]), str(body["table"])))
+    except KafkaException as exc:
+        if "not found" not in str(exc):
+            raise
+    return sorted(tables)
+
+
+def create_event_topics(cfg: MaterializerConfig) -> list[str]:
+    """Create the event topic of every table the schema topic names now, in one request,
+    and wait until each takes writes (`TopicCreator.wait_writable`): a start with a backlog
+    over many tables otherwise made them in its first micro-batch, beside the Kafka sink's
+    first writes to them. Tables that appear later get theirs from the worker that first
+    meets them. The event topics' names."""
     k = cfg.kafka
-    topics = sorted(event_topic_of_raw(k.topic_prefix, t) for t in raw)
+    topics = [topic_names.event_topic(k.topic_prefix, ks, t)
+              for ks, t in known_tables(k.client(), k.topic_prefix)]
     TopicCreator(k.client(), cfg.events.partitions,
                  cfg.events.replication_factor).ensure_many(topics)
     return topics
@@ -215,22 +251,25 @@ def create_event_topics(cfg: MaterializerConfig, raw: dict[str, int]) -> list[st
 def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[str, int],
             made: frozenset[str]) -> DataFrame:
     """The events (materializer.spark.partition_job), after its start checks;
-    `raw_partitions`: the raw topics' partition counts now; `made`: the event topics made
-    at start."""
+    `raw_partitions`: the raw topic's partition count now ({} while it does not exist);
+    `made`: the event topics made at start."""
     k = cfg.kafka
     files = checkpoint_files.files(spark, cfg.spark.checkpoint)
-    checkpoint_records.check_start(files, files.exists("commits/0"), raw_partitions)
+    checkpoint_records.check_start(files, files.exists("commits/0"), raw_partitions,
+                                   k.topic_prefix)
     checkpoint_records.check_owner(files, cluster_id(k.client()), k.topic_prefix)
     changelog = ChangelogJob(k.client(), k.topic_prefix, checkpoint_records.job_id(files),
                              cfg.events.replication_factor)
-    # made at once, as the event topics were (`made`: those, for the workers)
-    changelogs = changelog.changelogs().ensure(raw_partitions)
-    changelog = replace(changelog, made=changelogs)
+    # made now, as the event topics were (`made`: that, for the workers); a raw topic made
+    # later gets its changelog from the first task that meets it
+    if raw_partitions:
+        made_logs = changelog.changelogs().ensure(sum(raw_partitions.values()))
+        changelog = replace(changelog, made=made_logs)
     # a local master's stores stay beside a local checkpoint (on the driver's disk, which
     # its executors share); a cluster's executors keep them in their own work directories
     local = (spark.sparkContext.master.startswith("local")
              and not checkpoint_files.is_uri(cfg.spark.checkpoint))
-    root = partition_job.state_root(Path(cfg.spark.checkpoint)) if local else None
+    root = state_root(Path(cfg.spark.checkpoint)) if local else None
     return partition_job.events(
         read_raw(spark, cfg), root, k.client(), k.topic_prefix, event_settings(cfg),
         cfg.spark.state_page_rows, cfg.spark.dedupe_window_s,
@@ -239,13 +278,14 @@ def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[s
 
 
 def read_raw(spark: SparkSession, cfg: MaterializerConfig) -> DataFrame:
-    """The raw topics as a stream (topic, key, value, partition, offset), heartbeats
-    included: they make an idle partition's task run (its TTL expiries)."""
+    """The raw topic as a stream (topic, key, value, partition, offset), heartbeats
+    included: they make an idle partition's task run (its TTL expiries). Subscribed by
+    pattern: a raw topic made after the start is read without a restart."""
     k = cfg.kafka
     reader = (spark.readStream.format("kafka")
               .option("kafka.bootstrap.servers", k.bootstrap_servers)
               .options(**_door(cfg))
-              .option("subscribePattern", raw_topic_pattern(k.topic_prefix))
+              .option("subscribePattern", topic_names.raw_topic_regex(k.topic_prefix))
               .option("startingOffsets", k.starting_offsets)
               .option("failOnDataLoss", "true")
               .option("kafka.fetch.max.wait.ms", FETCH_MAX_WAIT_MS))

@@ -1,15 +1,15 @@
-"""The query, without shuffles: raw topics → mapInArrow over
-KeyMaterializer, state in a RocksDB per raw topic partition → event topics.
+"""The query, without shuffles: the raw topic → mapInArrow over
+KeyMaterializer, state in a RocksDB per raw partition → event topics.
 
-Why it can do without Spark's state: the raw topics are keyed by partition key, so every
-copy of a key, from every replica's publisher, is in one Kafka partition, which one task of
-the Kafka source reads in each micro-batch. That task can hold the key's state itself
+Why it can do without Spark's state: the raw topic is keyed by table id and partition key,
+so every copy of a key, from every replica's publisher, is in one Kafka partition, which one
+task of the Kafka source reads in each micro-batch. That task can hold the key's state itself
 (`materializer.store.partition_store`) and drop the copies it has seen, so no record is
 shuffled twice and no state call crosses to the JVM.
 
 Where the stores live: on a local master beside the checkpoint; on a cluster in each
 executor's work directory. Every store write but the copy digests also goes to a compacted
-changelog topic per raw topic (`materializer.kafka.changelog`), so the task of partition p
+changelog topic (`materializer.kafka.changelog`), so the task of partition p
 that runs on an executor without p's store, or with an old one, rebuilds or catches it up
 before it reads a record. Spark's Kafka source asks for the same executor for a topic
 partition every batch, so in steady state nothing is read back
@@ -19,27 +19,35 @@ TTL expiry: a task fires the due expiries of every store it opens, and the publi
 heartbeats (`shared.heartbeat`, skipped here before any merge) give every partition a
 record every few seconds, so an idle partition's expiries wait about that long.
 
-Raw topics that gain partitions: the job refuses to start until `casscade materializer
+A raw topic that gains partitions: the job refuses to start until `casscade materializer
 reshard` has moved the stores with their keys (`materializer.spark.partition_reshard`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import struct
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from materializer.kafka.changelog import ChangelogJob, Changelogs
-from materializer.key_materializer import KeyMaterializer, RawRecord, Result, table_of_raw
+from materializer.key_materializer import KeyMaterializer, RawRecord, Result
 from materializer.output.event_settings import EventSettings
 from materializer.rules.pages import DEFAULT_PAGE_ROWS
 from materializer.spark.progress import PARTITION_METRICS, TaskStats
-from materializer.store.partition_store import PartitionStore, partition_path
+from materializer.store.layout import (
+    EXECUTOR_DIR,
+    entry_key,
+    pack_entry,
+    page_key,
+    store_path,
+    unpack_entry,
+)
+from materializer.store.partition_store import PartitionStore
 from shared.heartbeat import HEARTBEAT_BYTE, decode_heartbeat
 from shared.rowupdate import COPY_KEY_SIZE, VERSION_BYTE
+from shared.topic_names import TABLE_ID_SIZE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -52,19 +60,7 @@ TASK_SCHEMA = ("topic STRING, key BINARY, value BINARY, copies_in LONG, copies_d
                " stats STRING")
 _COUNTS = (None,) * 7  # an event row's count columns
 _COPY_KEY_END = 1 + COPY_KEY_SIZE  # rowupdate.copy_key_of, inlined: it runs per copy
-STATE_DIR = "partition-state"  # under the checkpoint
-_ENTRY = struct.Struct(">qH")  # next expiry (ms, -1: none), length of the schema hash
 _CHUNK = 5_000  # output rows per Arrow batch
-_S, _P = b"s", b"p"  # store keys: a partition key's entry; its pages ("p" + page id + key)
-
-
-EXECUTOR_DIR = "casscade-partition-state"  # on a cluster: in each executor's work directory
-
-
-def state_root(checkpoint: Path) -> Path:
-    """Where a checkpoint's partition-store records live (its stores too, on a local
-    master)."""
-    return Path(checkpoint) / STATE_DIR
 
 
 def executor_root(job: str) -> Path:
@@ -76,31 +72,8 @@ def executor_root(job: str) -> Path:
     return Path(SparkFiles.getRootDirectory()).resolve() / EXECUTOR_DIR / job
 
 
-def _entry(raw: bytes | None) -> tuple[bytes | None, str | None, int | None]:
-    """(state blob, schema hash, next expiry ms) of a stored entry."""
-    if raw is None:
-        return None, None, None
-    timer, n = _ENTRY.unpack_from(raw)
-    at = _ENTRY.size
-    return raw[at + n:], raw[at:at + n].decode(), (None if timer < 0 else timer)
-
-
-def _pack_entry(blob: bytes, schema_hash: str, timer_ms: int | None) -> bytes:
-    h = schema_hash.encode()
-    return _ENTRY.pack(-1 if timer_ms is None else timer_ms, len(h)) + h + blob
-
-
-def _page_key(page: int, pk: bytes) -> bytes:
-    return _P + struct.pack(">q", page) + pk
-
-
-def partition_key_of(entry_key: bytes) -> bytes:
-    """The partition key (Kafka record key) of a store entry: a key's entry or a page."""
-    return entry_key[1:] if entry_key[:1] == _S else entry_key[9:]
-
-
 class TaskStores:
-    """The partition stores one task opens, at most one per (raw topic, Kafka partition),
+    """The partition stores one task opens, at most one per raw partition,
     each caught up with its changelog in `changelogs` (None: local stores only)."""
 
     def __init__(self, root: Path, batch: int, window_ms: int, now_ms: int,
@@ -123,7 +96,7 @@ class TaskStores:
                     self._ends = self.changelogs.ends(self.changelog_topics)
                 changelog = self.changelogs.partition(topic, partition, self._ends)
             store = self.open[(topic, partition)] = PartitionStore(
-                partition_path(self.root, topic, partition), self.batch, self.window_ms,
+                store_path(self.root, topic, partition), self.batch, self.window_ms,
                 self.now_ms, changelog)
             self.stores_restored += store.restored > 0
             self.writes_restored += store.restored
@@ -141,22 +114,24 @@ class TaskStores:
             raise errors[0]
 
 
-def _apply(store: PartitionStore, pk: bytes, old_timer: int | None, result: Result) -> None:
-    """Write one key's result to its store: pages, entry, expiry index."""
+def _apply(store: PartitionStore, key: bytes, old_timer: int | None, result: Result) -> None:
+    """Write one key's result to its store (`key`: the raw key): pages, entry, expiry
+    index."""
     if result.schema_hash is None:
         return  # nothing usable and no state: nothing to write
     for page, blob in result.pages.items():
-        store.put(_page_key(page, pk), blob)
+        store.put(page_key(page, key), blob)
     if result.state is None:
-        store.put(_S + pk, None)
+        store.put(entry_key(key), None)
         return
-    store.put(_S + pk, _pack_entry(result.state, result.schema_hash, result.next_timer_ms))
+    store.put(entry_key(key), pack_entry(result.state, result.schema_hash,
+                                         result.next_timer_ms))
     if result.next_timer_ms is not None and result.next_timer_ms != old_timer:
-        store.schedule(result.next_timer_ms, pk)
+        store.schedule(result.next_timer_ms, key)
 
 
-def _pages(store: PartitionStore, pk: bytes) -> Callable[[list[int]], list[bytes | None]]:
-    return lambda ids: [store.get(_page_key(i, pk)) for i in ids]
+def _pages(store: PartitionStore, key: bytes) -> Callable[[list[int]], list[bytes | None]]:
+    return lambda ids: [store.get(page_key(i, key)) for i in ids]
 
 
 def _batch(rows: list[tuple[Any, ...]]) -> Any:
@@ -245,30 +220,34 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
                     continue
                 by_key.setdefault((topic, part, pk), []).append(RawRecord(value, part, offset))
     out: list[tuple[Any, ...]] = []
-    tables: dict[str, str] = {}  # raw topic → keyspace.table, for the freshness stats
-    for (topic, part, pk), records in by_key.items():
+    for (topic, part, key), records in by_key.items():
+        if key is None or len(key) <= TABLE_ID_SIZE:  # not a raw key (topic_names.raw_key)
+            out.extend((t, k, v, *_COUNTS)
+                       for t, k, v in handler.reject(topic, key, records).outputs)
+            continue
         store = stores.get(topic, part)
-        blob, schema_hash, timer = _entry(store.get(_S + pk))
-        result = handler.handle(topic, pk, records, blob, schema_hash, now, _pages(store, pk))
-        _apply(store, pk, timer, result)
-        if result.write_times_us:
-            table = tables.get(topic) or tables.setdefault(topic, table_of_raw(topic))
+        blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
+        result = handler.handle(topic, key[TABLE_ID_SIZE:], records, blob, schema_hash, now,
+                                _pages(store, key), key[:TABLE_ID_SIZE])
+        _apply(store, key, timer, result)
+        if result.write_times_us and result.table is not None:
             written_s = time.time()
             for ts_us in result.write_times_us:
-                stats.event(table, max(0.0, written_s - ts_us / 1e6))
+                stats.event(result.table, max(0.0, written_s - ts_us / 1e6))
         out.extend((t, k, v, *_COUNTS) for t, k, v in result.outputs)
         if len(out) >= _CHUNK:
             yield _batch(out)
             out = []
     for (topic, _part), store in stores.open.items():
-        for at_ms, pk in list(store.due(now)):
-            store.fired(at_ms, pk)  # first: the key's next timer may index this time again
-            blob, schema_hash, timer = _entry(store.get(_S + pk))
+        for at_ms, key in list(store.due(now)):
+            store.fired(at_ms, key)  # first: the key's next timer may index this time again
+            blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
             if timer == at_ms:  # else the key moved on (or rolled back) since it was indexed
-                result = handler.expire(pk, blob, schema_hash, now, _pages(store, pk), topic)
+                result = handler.expire(key[TABLE_ID_SIZE:], blob, schema_hash, now,
+                                        _pages(store, key), topic)
                 # old timer None: the next one is indexed even if it is the same time (this
                 # index entry is spent)
-                _apply(store, pk, None, result)
+                _apply(store, key, None, result)
                 out.extend((t, k, v, *_COUNTS) for t, k, v in result.outputs)
     keys = sum(s.estimated_keys() for s in stores.open.values())
     out.append((None, None, None, copies_in, dropped, keys, len(stores.open),
@@ -314,14 +293,3 @@ def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], prefix: str
                            F.collect_list("stats").alias("stats"))
             .where(F.col("topic").isNotNull()).select("topic", "key", "value"))
 
-
-def raw_partition_counts(kafka: dict[str, str], pattern: str) -> dict[str, int]:
-    """Partition count of every topic matching `pattern` (a Java/Python regex)."""
-    import re
-
-    from confluent_kafka.admin import AdminClient
-
-    meta = AdminClient(kafka).list_topics(timeout=30)
-    regex = re.compile(pattern)
-    return {name: len(t.partitions) for name, t in meta.topics.items()
-            if regex.fullmatch(name)}

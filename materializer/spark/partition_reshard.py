@@ -1,6 +1,6 @@
-"""Re-sharding a stopped job's partition stores for raw topics with more partitions
+"""Re-sharding a stopped job's partition stores for a raw topic with more partitions
 (`casscade materializer reshard`): every key's store entries move to the store of the
-partition its raw records go to now, through a new set of changelog topics.
+partition its raw records go to now, through a new changelog topic.
 
 Why offline, after a drain: a key's raw records go to partition crc32(key) % n (the
 publishers' partitioner); once n changes, its new records go elsewhere, while records
@@ -8,10 +8,10 @@ already in the old partition would still be read by the old partition's task. Wi
 publishers stopped and the job run to the end of the raw topics, there are no such records,
 so each key's state can move in one step, and no event is emitted or lost by the move.
 
-The steps, each safe to run again if one fails: the new changelog topics (a new job id)
-take every store's entries at their new partitions; the raw topics gain partitions; the
-checkpoint's records name the new job id and partition counts; this machine's old stores
-go (they are rebuilt from the new changelogs where tasks run). The old changelog topics are
+The steps, each safe to run again if one fails: the new changelog topic (a new job id)
+takes every store's entries at their new partitions; the raw topic gains partitions; the
+checkpoint's records name the new job id and partition count; this machine's old stores
+go (they are rebuilt from the new changelog where tasks run). The old changelog topic is
 left for the operator to delete.
 """
 
@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from materializer.checkpoint_log import last_commit, parse_offset_log
-from materializer.kafka.changelog import changelog_topic
-from materializer.spark import checkpoint_files, checkpoint_records, partition_job
-from materializer.spark.job import raw_topic_pattern
+from materializer.spark import checkpoint_files, checkpoint_records
+from materializer.spark.job import raw_partitions
+from materializer.store.layout import raw_key_of, state_root
 from materializer.store.partition_store import owner_of
 from shared.partitioner import partitioner as partition_function
+from shared.topic_names import changelog_topic
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ def reshard_entries(entries: dict[int, dict[bytes, bytes]], partitions: int,
                 shared[key] = max(shared.get(key, value), value)  # big-endian batch ids
                 continue
             kind, inner = owner
-            pk = partition_job.partition_key_of(inner) if kind == "entry" else inner
+            pk = raw_key_of(inner) if kind == "entry" else inner
             out[partition_of(pk, partitions)][key] = value
     for p in range(partitions):
         out[p].update(shared)
@@ -95,7 +96,7 @@ def reshard(kafka: dict[str, str], prefix: str, checkpoint: str | Path, partitio
 
     files = checkpoint_files.files(None, checkpoint)  # offline: a local checkpoint only
     checkpoint = Path(checkpoint)
-    root = partition_job.state_root(checkpoint)
+    root = state_root(checkpoint)
     counts = files.read_text(checkpoint_records.PARTITIONS_RECORD)
     if counts is None or not files.exists(checkpoint_records.CHANGELOG_RECORD):
         raise ReshardRefused(f"{checkpoint}: not a checkpoint of the partition stores "
@@ -104,10 +105,10 @@ def reshard(kafka: dict[str, str], prefix: str, checkpoint: str | Path, partitio
     known: dict[str, int] = json.loads(counts)
     fewer = {t: n for t, n in known.items() if n > partitions}
     if fewer:
-        raise ReshardRefused(f"raw topics with more than {partitions} partitions (Kafka "
+        raise ReshardRefused(f"a raw topic with more than {partitions} partitions (Kafka "
                              f"cannot take partitions away): {fewer}")
     admin = AdminClient(kafka)
-    current = partition_job.raw_partition_counts(kafka, raw_topic_pattern(prefix))
+    current = raw_partitions(kafka, prefix)
     ends = _ends(kafka, current)
     left = undrained(ends, committed_offsets(checkpoint))
     if left:
@@ -116,17 +117,17 @@ def reshard(kafka: dict[str, str], prefix: str, checkpoint: str | Path, partitio
     old_id = checkpoint_records.job_id(files)
     new_id = uuid.uuid4().hex[:12]
     new_logs = Changelogs(kafka, prefix, new_id, replication)
-    new_logs.ensure({t: partitions for t in known})
+    new_logs.ensure(partitions)
     moved = 0
-    for topic, n in sorted(known.items()):
-        old = changelog_topic(prefix, old_id, topic)
+    for topic, n in sorted(known.items()):  # one: the raw topic
+        old = changelog_topic(prefix, old_id)
         entries: dict[int, dict[bytes, bytes]] = defaultdict(dict)
         for msg in read_to_end(kafka, old):
             if msg.value() is None:
                 entries[msg.partition()].pop(msg.key(), None)
             else:
                 entries[msg.partition()][msg.key()] = msg.value()
-        new = changelog_topic(prefix, new_id, topic)
+        new = changelog_topic(prefix, new_id)
         for p, writes in reshard_entries(entries, partitions, partition_of).items():
             for key, value in writes.items():
                 new_logs.write(new, p, key, value)
@@ -144,7 +145,7 @@ def reshard(kafka: dict[str, str], prefix: str, checkpoint: str | Path, partitio
         shutil.rmtree(store_dir)  # rebuilt from the new changelogs where tasks run
     return {"raw_topics": {t: [n, partitions] for t, n in sorted(known.items())},
             "entries_written": moved, "job_id": new_id,
-            "old_changelog_topics": [changelog_topic(prefix, old_id, t) for t in sorted(known)]}
+            "old_changelog_topics": [changelog_topic(prefix, old_id)]}
 
 
 def _ends(kafka: dict[str, str], counts: dict[str, int]) -> dict[str, dict[int, int]]:

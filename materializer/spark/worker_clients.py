@@ -9,6 +9,7 @@ from materializer.output.avro_registry import ConfluentRegistry, SchemaPublisher
 from materializer.output.event_settings import EventSettings
 from materializer.rules.pages import DEFAULT_PAGE_ROWS
 from materializer.spark.schema_cache import SchemaCache
+from shared import topic_names
 from shared.kafka_topics import TopicCreator
 
 _CACHES: dict[tuple[str, str], SchemaCache] = {}
@@ -60,7 +61,7 @@ def key_handler(kafka: dict[str, str], prefix: str, settings: EventSettings,
     table it meets)."""
     creator = _topics(kafka, settings)
     creator.known.update(made)
-    return KeyMaterializer(_cache(kafka, f"{prefix}.schemas"), settings, prefix,
+    return KeyMaterializer(_cache(kafka, topic_names.schema_topic(prefix)), settings, prefix,
                            creator.ensure, _publisher(kafka, settings, prefix), page_rows)
 
 

@@ -1,5 +1,6 @@
-"""The state of one raw topic's Kafka partition in a local RocksDB: each key's entries,
-the copy digests seen, and an index of TTL expiry times.
+"""The state of one raw partition in a local RocksDB: the entries of its keys, of every
+table (`materializer.store.layout`), the copy digests seen, and an index of TTL expiry
+times.
 
 Why every value carries a batch id: Spark runs a micro-batch again after a crash, and
 retries a failed task, so a store that already holds some of a batch's effects must be able
@@ -336,11 +337,6 @@ def owner_of(raw_key: bytes) -> tuple[str, bytes] | None:
     if kind == _EXPIRY:
         return "expiry", raw_key[1 + _BATCH.size:]
     return None
-
-
-def partition_path(root: Path, topic: str, partition: int) -> Path:
-    """The directory of one raw topic partition's store under `root`."""
-    return root / topic / str(partition)
 
 
 def writes_of(path: Path, batch: int) -> int:

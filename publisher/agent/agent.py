@@ -36,8 +36,9 @@ from publisher.agent.splitter import SourceInfo
 from publisher.commitlog.errors import CommitLogError
 from publisher.commitlog.reader import CommitLogReader
 from publisher.commitlog.schema_source import SchemaSource
-from publisher.kafka_sink import KafkaSink, SinkStopped, raw_topic
+from publisher.kafka_sink import KafkaSink, SinkStopped
 from publisher.settings import PublisherConfig
+from shared import topic_names
 from shared.metrics import Registry
 from shared.schema import TableSchema
 
@@ -80,7 +81,9 @@ class Agent:
         # None: every CDC table whole (no rule set), without a step per update
         self.projection = UpdateProjection(rules) if rules.active else None
         self.segments: dict[int, _Segment] = {}
-        self.tables: dict[int, tuple[TableSchema, str, str]] = {}  # id(table) → hash, topic
+        # id(table) → (table, its schema hash, its raw keys' table id bytes)
+        self.tables: dict[int, tuple[TableSchema, str, bytes]] = {}
+        self.raw_topic = ""  # made sure of before the first record
         # the sink's event: stopping also ends its waits for Kafka
         self.stop: threading.Event = sink.stopping
         self.last_loop = time.monotonic()
@@ -264,15 +267,16 @@ class Agent:
             return 0
         produce = self.sink.producer.produce
         tables = self.tables
+        topic = self.raw_topic
         for update, value in records:
-            topic = tables[id(update.table)][2]
+            key = tables[id(update.table)][2] + update.partition_key  # topic_names.raw_key
             # The token itself is the delivery callback: no closure per mutation. Positional
             # (value, key, partition -1 = the partitioner's choice, callback): keyword
             # parsing doubled the cost of the call.
             try:
-                produce(topic, value, update.partition_key, -1, token)
+                produce(topic, value, key, -1, token)
             except BufferError:
-                self.sink.produce(topic, update.partition_key, value, token, counted=True)
+                self.sink.produce(topic, key, value, token, counted=True)
         return len(records)
 
     def _delivery_failed(self, err: object) -> None:
@@ -285,10 +289,11 @@ class Agent:
     def _hash(self, table: TableSchema) -> str:
         entry = self.tables.get(id(table))
         if entry is None or entry[0] is not table:
-            topic = raw_topic(self.config.kafka.topic_prefix, table.keyspace, table.table)
-            self.sink.ensure_topic(topic)
+            if not self.raw_topic:
+                self.raw_topic = self.sink.ensure_raw_topic()
             self.sink.ensure_schema(table)  # before any record that names this hash
-            entry = self.tables[id(table)] = (table, table.schema_hash, topic)
+            entry = self.tables[id(table)] = (table, table.schema_hash,
+                                              topic_names.raw_key(table.id, b""))
         return entry[1]
 
     # ---- finishing ----------------------------------------------------------------------

@@ -1,10 +1,11 @@
-"""The publisher's heartbeats: a record to every partition of every raw topic under its
-prefix at a set interval (`kafka.heartbeat_interval_s`), carrying its host, read position
-and clock (`shared.heartbeat`).
+"""The publisher's heartbeats: a record to every partition of the raw topic at a set
+interval (`kafka.heartbeat_interval_s`), carrying its host, read position and clock
+(`shared.heartbeat`).
 
-Why every raw topic, not only the ones it wrote to: a table with no writes since the
-publisher started still has rows whose TTL expires, and the materializer
-finds expiries when a partition's task runs, which takes a record in that partition.
+Why every partition, not only the ones it wrote to: keys with no writes since the publisher
+started still have rows whose TTL expires, and the materializer finds expiries when a
+partition's task runs, which takes a record in that partition. A round costs one record
+per raw partition, however many tables there are.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from collections.abc import Callable
 from typing import Any
 
 from publisher.kafka_sink import KafkaSink
+from shared import topic_names
 from shared.heartbeat import Heartbeat, encode_heartbeat
 from shared.metrics import Registry
 
 log = logging.getLogger(__name__)
-TOPICS_EVERY_S = 60.0  # how often the list of raw topics is read again
+TOPICS_EVERY_S = 60.0  # how often the raw topic's partition count is read again
 BACKLOG = 1_000  # records in flight above which a heartbeat round is skipped (Kafka slow)
 
 
@@ -30,7 +32,8 @@ class Heartbeats:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.sink, self.host, self.interval_s, self.clock = sink, host, interval_s, clock
         self.last = -float("inf")
-        self.topics: dict[str, int] = {}
+        self.topic = topic_names.raw_topic(sink.prefix)
+        self.partitions = 0  # of the raw topic, as last read
         self.topics_at = -float("inf")
         self.sent = metrics.counter("casscade_publisher_heartbeats_sent_total",
                                     "Heartbeat records handed to the Kafka producer")
@@ -44,27 +47,24 @@ class Heartbeats:
         self.last = now
         if self.sink.in_flight() > BACKLOG:
             return 0  # records wait for Kafka: a heartbeat now would say nothing new
-        # read again on schedule, and at once when this publisher made a raw topic (a table
-        # that got its first write) that the list has not
-        if now - self.topics_at >= TOPICS_EVERY_S or not self.sink.raw_topics_made() <= set(
-                self.topics):
+        # read again on schedule (a reshard adds partitions), and at once when this publisher
+        # made the raw topic and the count is not known yet
+        if now - self.topics_at >= TOPICS_EVERY_S or (
+                not self.partitions and self.sink.raw_topic_made()):
             try:
-                self.topics = self.sink.raw_partitions()
+                self.partitions = self.sink.raw_partitions()
                 self.topics_at = now
             except Exception as exc:  # noqa: BLE001 (Kafka away: the next round tries again)
-                log.warning("heartbeat: the raw topics could not be listed",
+                log.warning("heartbeat: the raw topic's partitions could not be read",
                             extra={"error": str(exc)})
                 return 0
         value = encode_heartbeat(Heartbeat(self.host, int(time.time() * 1000), position))
         key = self.host.encode()
-        count = 0
-        for topic, partitions in self.topics.items():
-            for p in range(partitions):
-                self.sink.produce(topic, key, value, self._delivered, counted=True,
-                                  partition=p)
-                count += 1
-        self.sent.inc(count)
-        return count
+        for p in range(self.partitions):
+            self.sink.produce(self.topic, key, value, self._delivered, counted=True,
+                              partition=p)
+        self.sent.inc(self.partitions)
+        return self.partitions
 
     def _delivered(self, err: Any, _msg: Any) -> None:
         if err is not None:  # a later round says the same: counted, not retried

@@ -1,4 +1,4 @@
-"""`casscade snapshot`: stream a table's existing rows into its raw topic (bootstrap)."""
+"""`casscade snapshot`: stream a table's existing rows into the raw topic (bootstrap)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ import click
 def snapshot(table_name: str, config_file: Path | None, overrides: tuple[str, ...],
              consistency: str, splits: int, rate: float, state_file: Path | None) -> None:
     """Read every row of a table with WRITETIME and TTL of each column and publish it as a
-    SNAPSHOT_ROW to <prefix>.raw.<keyspace>.<table>; the materializer merges it with live
-    CDC last-write-wins (op `r` for rows it had not seen).
+    SNAPSHOT_ROW to the raw topic <prefix>.raw; the materializer merges it with live CDC
+    last-write-wins (op `r` for rows it had not seen).
 
     Start the publisher for the table first, then the snapshot: writes during the snapshot
     arrive through CDC, so there is no gap. Resumable: finished token ranges are recorded in

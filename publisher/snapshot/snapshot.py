@@ -1,4 +1,4 @@
-"""Bootstrap snapshot: stream a table's current rows into its raw topic as SNAPSHOT_ROWs.
+"""Bootstrap snapshot: stream a table's current rows into the raw topic as SNAPSHOT_ROWs.
 
 A token-range scan (Murmur3 ring cut into `splits` ranges) through cassandra-driver, paged,
 at a chosen consistency and rate. Each finished range is recorded in a small JSON state file
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from publisher.kafka_sink import KafkaSink, raw_topic
+from publisher.kafka_sink import KafkaSink
 from publisher.snapshot.rows import row_records, select_statement
-from shared import rowupdate
+from shared import rowupdate, topic_names
 from shared.capture import Capture, captured_record, captured_table
 from shared.cql import python_row_decoder
 from shared.schema import TableSchema
@@ -61,7 +61,7 @@ class Progress:
 
 
 class Snapshot:
-    """One table's snapshot into `<prefix>.raw.<keyspace>.<table>`."""
+    """One table's snapshot into the raw topic `<prefix>.raw`."""
 
     def __init__(self, session: Any, table: TableSchema, sink: KafkaSink, prefix: str,
                  state_file: Path, consistency: str = "ALL", splits: int = 64,
@@ -76,7 +76,8 @@ class Snapshot:
         self.actions = capture.actions(table) if capture is not None else {}
         self.published = captured_table(table, self.actions)
         self.sink = sink
-        self.topic = raw_topic(prefix, table.keyspace, table.table)
+        self.topic = topic_names.raw_topic(prefix)
+        self.key_head = topic_names.raw_key(table.id, b"")  # of every record's Kafka key
         self.state_file = state_file
         self.ranges = token_ranges(splits)
         self.rate = rate
@@ -108,7 +109,7 @@ class Snapshot:
     def _run(self, report: Callable[[Progress], None]) -> Progress:
         done = self._done()
         progress = Progress(len(self.ranges), len(done), 0, time.monotonic(), len(done))
-        self.sink.ensure_topic(self.topic)
+        self.sink.ensure_raw_topic()
         self.sink.ensure_schema(self.published)
         failed: list[Any] = []
 
@@ -135,7 +136,8 @@ class Snapshot:
                     if self.actions:
                         record = captured_record(record, self.capture, self.actions,
                                                  self.published)
-                    self.sink.produce(self.topic, key, rowupdate.encode(record), delivered)
+                    self.sink.produce(self.topic, self.key_head + key, rowupdate.encode(record),
+                                      delivered)
                     last_key = key
                 progress.rows += 1
                 self._pace(progress)

@@ -1,6 +1,6 @@
 """The partition stores' changelog: what it costs to write, and to rebuild a store from it.
 
-One store (one raw topic partition) of RESTORE_KEYS keys, entries of RESTORE_ENTRY_BYTES
+One store (one partition of the raw topic) of RESTORE_KEYS keys, entries of RESTORE_ENTRY_BYTES
 (a 5-column row's state is ~200 bytes), written in micro-batches of RESTORE_BATCH keys on
 the stack's broker: once with local RocksDB only, once with the Kafka changelog. Then the
 store's directory is removed and a new open rebuilds it from the changelog (what a task on
@@ -21,6 +21,7 @@ from pathlib import Path
 
 from materializer.kafka.changelog import ChangelogJob, ChangelogPartition
 from materializer.store.partition_store import PartitionStore
+from shared import topic_names
 
 KEYS = int(os.environ.get("RESTORE_KEYS", "1000000"))
 ENTRY = int(os.environ.get("RESTORE_ENTRY_BYTES", "200"))
@@ -46,8 +47,8 @@ def test_bench_changelog_restore(stack, tmp_path: Path) -> None:
     prefix = f"restore{uuid.uuid4().hex[:6]}"
     job = ChangelogJob({"bootstrap.servers": stack.bootstrap_servers}, prefix, "bench", 1)
     logs = job.changelogs()
-    raw = f"{prefix}.raw.ks.t"
-    logs.ensure({raw: 1})
+    raw = topic_names.raw_topic(prefix)
+    logs.ensure(1)  # the changelog of a raw topic of one partition (the raw topic not made)
     logged_s = _write(tmp_path / "logged", logs.partition(raw, 0), batches)
     print(f"\nwrite {KEYS:,} keys of {ENTRY} B in {batches} batches: local only "
           f"{KEYS / local_s:,.0f} keys/s, with the changelog {KEYS / logged_s:,.0f} keys/s "

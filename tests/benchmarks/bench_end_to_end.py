@@ -1,7 +1,7 @@
 """End-to-end latency: Cassandra write → agent → raw topic → Spark job → change event.
 
 A fresh node with the agent beside it and the materializer (`casscade materializer run`,
-default local[2], trigger every `spark.trigger_interval_ms`) following the agent's topics;
+default local[2], trigger every `spark.trigger_interval_ms`) following the agent's raw topic;
 a writer inserts at a steady RATE rows/s for WARMUP_S + SECONDS s, each row carrying its
 write time; a consumer of the event topic measures write → event arrival for the rows of the
 last SECONDS s. Design §7 target: p50 <= 2 s,
@@ -121,7 +121,7 @@ def _cpu(trees: dict[str, list[int]]) -> dict[str, float]:
 
 
 def _start_job(stack: Any, prefix: str, tmp_path: Path) -> Any:
-    """The materializer following `prefix`'s raw topics, triggered every TRIGGER_MS."""
+    """The materializer following `prefix`'s raw topic, triggered every TRIGGER_MS."""
     return start_materializer(materializer_command(
         stack, prefix, tmp_path / "ckpt", f"spark.trigger_interval_ms={TRIGGER_MS}",
         f"http.port={HTTP_PORT}", available_now=False),

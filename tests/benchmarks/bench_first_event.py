@@ -1,6 +1,6 @@
 """From `casscade materializer run` to its first change event, on a warm machine.
 
-FIRST_CHANGES changes, each as three replicas' copies (rf3_copies' input shape), wait in a
+FIRST_CHANGES changes, each as three replicas' copies (rf3_copies' input shape), wait in the
 raw topic; the job starts as an operator starts it (`python -m casscade.cli materializer
 run`, local[2], spark.class_archive_dir set, its own checkpoint) and a consumer of the
 event topic takes the time of the first event. The job runs FIRST_ROUNDS times after a
@@ -17,9 +17,10 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from raw_workload import raw_topic
+from raw_workload import raw_producer
 from rf3_copies import copies
 
+from shared import topic_names
 from shared.kafka_topics import TopicCreator
 
 from support.materializer_harness import kill_group, materializer_command, start_materializer
@@ -29,10 +30,11 @@ ROUNDS = int(os.environ.get("FIRST_ROUNDS", "2"))
 
 
 def _publish(bootstrap: str, prefix: str) -> None:
-    producer = raw_topic(bootstrap, prefix)
+    producer = raw_producer(bootstrap, prefix)
+    topic = topic_names.raw_topic(prefix)
     for key in range(CHANGES):
-        for pk, value in copies(key, 0):
-            producer.produce(f"{prefix}.raw.bench.t", key=pk, value=value)
+        for raw_key, value in copies(key, 0):
+            producer.produce(topic, key=raw_key, value=value)
     assert producer.flush(60) == 0
 
 
@@ -42,7 +44,7 @@ def _first_event(stack, archive: Path, work: Path) -> tuple[float, float]:
     _publish(stack.bootstrap_servers, prefix)
     # the event topic made beforehand and read by assignment: no group join or topic
     # discovery in the measured time
-    topic = f"{prefix}.bench.t"
+    topic = topic_names.event_topic(prefix, "bench", "t")
     TopicCreator(stack.bootstrap_servers, 2, 1).ensure(topic)
     consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers,
                          "group.id": uuid.uuid4().hex, "fetch.wait.max.ms": 10})

@@ -6,16 +6,17 @@ one query after the other on the same broker, local[2] by default (JVM_FLOOR_COR
 figures compare; JVM_FLOOR_RUNS lists query:dedupe-window-s pairs (spark.dedupe_window_s,
 0: the copy dedupe off; the job's partition stores use it, the floors ignore it: the job no longer
 drops copies before them, and arrow-floor drops every copy it has seen):
-- "kafka-floor": source and sink; every copy goes straight through, no state;
+- "kafka-floor": source and sink; every copy goes straight through to its table's floor
+  topic (raw_workload.floor_topic of its key's table id), no state;
 - "kafka-floor-one": the same into one output topic, <prefix>.floor.all (the sink's share);
 - "jvm-floor": a JVM operator that does the least a merge must (jvm_floor/CopyFloor.java:
   per key, state read once and written once per micro-batch, one output per input; no
   decoding, no merge) over a shuffle and Spark's RocksDB state store;
-- "arrow-floor": the floor of the job's own design, without shuffles or Spark state: raw
-  topics are keyed by partition key, so every copy of a key is in one Kafka partition, read
-  by one task; a mapInArrow over the source drops copies by digest and reads and writes
-  each key's last value in a RocksDB (rocksdict) per Kafka partition, one output per
-  change. What it leaves out: making that state consistent with Spark's checkpoint
+- "arrow-floor": the floor of the job's own design, without shuffles or Spark state: the
+  raw topic is keyed by table id and partition key, so every copy of a key is in one Kafka
+  partition, read by one task; a mapInArrow over the source drops copies by digest and
+  reads and writes each key's last value in a RocksDB (rocksdict) per Kafka partition, one
+  output per change. What it leaves out: making that state consistent with Spark's checkpoint
   (replayed batches) and with task placement on a cluster;
 - "partition": that design as built, the job (materializer.spark.partition_job: partition
   stores, rollback on replay, expiry index, copy window).
@@ -35,6 +36,7 @@ from pathlib import Path
 
 from cpu_use import machine_busy_s, process_cpu_s
 from jvm_floors import build_jar
+from raw_workload import TABLE, floor_topic
 from rf3_copies import CHANGES, KEYS, PER_BATCH, publish_rf3
 from spark_runs import breakdown, run_job
 
@@ -58,7 +60,8 @@ def test_bench_jvm_floor_rf3(stack, tmp_path: Path, monkeypatch) -> None:
         prefix = f"floor{uuid.uuid4().hex[:6]}"
         copies_sent = publish_rf3(stack.bootstrap_servers, prefix)
         assert copies_sent == 3 * changes
-        TopicCreator(stack.bootstrap_servers, 2, 1).ensure(f"{prefix}.floor.bench.t")
+        # the floors' output (the broker makes no topic on a write)
+        TopicCreator(stack.bootstrap_servers, 2, 1).ensure(floor_topic(prefix, TABLE.id.bytes))
         details: list = []
         observed: list = []
         python_cpu: list = []

@@ -3,18 +3,21 @@
 Synthetic RF=3 input (bench_rf3's shape: each change three times, as three nodes' publishers
 send it, shuffled within blocks): TABLES_CHANGES one-row changes of distinct keys, spread
 round-robin over T tables (raw_workload's 5-column table under the names t0..t{T-1},
-each its own schema), each table's raw topic with TABLES_PARTITIONS partitions (4), the
-schema records in the schema topic. Then, one query after the other on the same broker and
-local[TABLES_CORES] (or BENCH_MASTER's cluster): every entry of TABLES_MODES (kafka-floor =
-Spark's Kafka source straight into its sink, a floor of jvm_floors; kafka-floor-one = the
-same into one output topic, the sink's share; partition = the job, its partition stores) over
-every count in TABLES_COUNTS, each from its own checkpoint.
+each its own schema and table id), every table's copies in the one raw topic of
+TABLES_PARTITIONS partitions (4) whatever T, the schema records in the schema topic. Then,
+one query after the other on the same broker and local[TABLES_CORES] (or BENCH_MASTER's
+cluster): every entry of TABLES_MODES (kafka-floor = Spark's Kafka source straight into its
+sink, a floor of jvm_floors, a floor topic per table; kafka-floor-one = the same into one
+output topic, the sink's share; partition = the job, its partition stores) over every count
+in TABLES_COUNTS, each from its own checkpoint.
 
 Printed per run: logical changes/s per core over the whole run (first batch included: a
 backlog at start is the case users meet) and over the steady batches, the ratio to the
 one-table run of the same mode and to the floor of the same table count, and per micro-batch
 the tasks that ran (topic-partitions with records; the job's own count) and the
-partition stores opened. One event per change is asserted for the job.
+partition stores opened. One event per change is asserted for the job. The raw topic's
+partitions, and with them the tasks and stores, do not grow with T: what grows is the
+tables (schemas, event topics; the floors' output topics) each task meets.
 """
 
 from __future__ import annotations
@@ -28,16 +31,16 @@ from dataclasses import replace
 from pathlib import Path
 
 from confluent_kafka import Producer
-from raw_workload import TABLE, raw_change
+from raw_workload import TABLE, floor_topic, raw_change
 from spark_runs import run_job, spark_master
 
 from publisher.kafka_sink import schema_record
-from shared import rowupdate
+from shared import rowupdate, topic_names
 from shared.kafka_topics import TopicCreator, read_to_end
 from shared.schema import TableSchema
 
 CHANGES = int(os.environ.get("TABLES_CHANGES", "120000"))
-PARTITIONS = int(os.environ.get("TABLES_PARTITIONS", "4"))
+PARTITIONS = int(os.environ.get("TABLES_PARTITIONS", "4"))  # of the raw topic
 CORES = int(os.environ.get("TABLES_CORES", "2"))
 PER_BATCH = int(os.environ.get("TABLES_BATCH", "200000"))  # the job's default
 COUNTS = [int(n) for n in os.environ.get("TABLES_COUNTS", "1,20,100").split(",")]
@@ -54,35 +57,35 @@ def tables(count: int) -> list[TableSchema]:
 
 
 def publish(bootstrap: str, prefix: str, schemas: list[TableSchema], seed: int = 3) -> int:
-    """CHANGES changes round-robin over `schemas`, three shuffled copies each, into fresh raw
-    topics (the floor's output topics made too): the copies sent."""
+    """CHANGES changes round-robin over `schemas`, three shuffled copies each, into a fresh
+    raw topic (the floors' output topics made too: each table's, and <prefix>.floor.all):
+    the copies sent."""
     creator = TopicCreator(bootstrap, PARTITIONS, 1)
-    creator.ensure(f"{prefix}.schemas")
+    schema_topic, raw_topic = topic_names.schema_topic(prefix), topic_names.raw_topic(prefix)
+    creator.ensure(schema_topic)
+    creator.ensure(raw_topic)
     creator.ensure(f"{prefix}.floor.all")
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
                          "queue.buffering.max.messages": 1_000_000})
     for t in schemas:
-        creator.ensure(f"{prefix}.raw.{t.keyspace}.{t.table}")
-        creator.ensure(f"{prefix}.floor.{t.keyspace}.{t.table}")
-        producer.produce(f"{prefix}.schemas", key=t.schema_hash.encode(),
-                         value=schema_record(t))
+        creator.ensure(floor_topic(prefix, t.id.bytes))
+        producer.produce(schema_topic, key=t.schema_hash.encode(), value=schema_record(t))
     assert producer.flush(60) == 0
     rng = random.Random(seed)
-    block: list[tuple[str, bytes, bytes]] = []
+    block: list[tuple[bytes, bytes]] = []
     sent = 0
     for key in range(CHANGES):
         table = schemas[key % len(schemas)]
-        pk, value = raw_change(table, key, 0)
+        raw_key, value = raw_change(table, key, 0)
         record = rowupdate.decode(value)
         for node in (1, 2, 3):
             source = {**record["source"], "host": f"node-{node}",
                       "position": record["source"]["position"] * node + 31 * node}
-            block.append((f"{prefix}.raw.{table.keyspace}.{table.table}", pk,
-                          rowupdate.encode({**record, "source": source})))
+            block.append((raw_key, rowupdate.encode({**record, "source": source})))
         if len(block) >= SHUFFLE or key == CHANGES - 1:
             rng.shuffle(block)
-            for topic, k, v in block:
-                producer.produce(topic, key=k, value=v)
+            for k, v in block:
+                producer.produce(raw_topic, key=k, value=v)
             sent += len(block)
             block.clear()
             producer.poll(0)
@@ -113,7 +116,8 @@ def test_bench_many_tables(stack, tmp_path: Path) -> None:
             steady = sum(ms for _, ms in progress[1:]) / 1000
             per_core = CHANGES / whole / CORES
             results[(mode, count)] = per_core
-            line = (f"\n{mode}, {count} table(s) x {PARTITIONS} partitions, {MASTER}: "
+            line = (f"\n{mode}, {count} table(s) in one raw topic of {PARTITIONS} partitions, "
+                    f"{MASTER}: "
                     f"{CHANGES:,} changes ({sent:,} copies) in {len(progress)} batches, "
                     f"{whole:.1f}s of batches ({wall:.1f}s with start-up) = "
                     f"{per_core:,.0f} changes/s per core")
@@ -141,7 +145,7 @@ def test_bench_many_tables(stack, tmp_path: Path) -> None:
                       f"{_ranges(details[i])} topic-partitions with records{extra} ({spans})")
             if "floor" not in mode:
                 events = sum(1 for t in schemas for m in read_to_end(
-                    stack.bootstrap_servers, f"{prefix}.{t.keyspace}.{t.table}")
+                    stack.bootstrap_servers, topic_names.event_topic(prefix, t.keyspace, t.table))
                     if m.value() is not None)
                 assert events == CHANGES, (mode, count, events)
 

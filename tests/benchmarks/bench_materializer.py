@@ -24,15 +24,16 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import Producer
-from raw_workload import FORMAT, TABLE, SchemaHeaders, TableSchemas, raw_change, raw_topic
+from raw_workload import FORMAT, TABLE, SchemaHeaders, TableSchemas, raw_change, raw_producer
 from spark_runs import run_job
 
 from materializer.key_materializer import KeyMaterializer, RawRecord
 from materializer.output.event_settings import EventSettings
-from materializer.spark.partition_job import STATE_DIR
-from shared import rowupdate
+from materializer.store.layout import STATE_DIR
+from shared import rowupdate, topic_names
 from shared.kafka_topics import TopicCreator
 from shared.schema import TableSchema, table_from_json
+from shared.topic_names import TABLE_ID_SIZE
 
 KEYS = int(os.environ.get("BENCH_KEYS", "50000"))
 UPDATES = int(os.environ.get("BENCH_UPDATES", "4"))
@@ -49,14 +50,16 @@ def test_bench_key_handler_one_core() -> None:
     keys = min(KEYS, 20_000)
     batches = [[raw_change(TABLE, k, u) for u in range(UPDATES)] for k in range(keys)]
     states: dict[bytes, bytes | None] = {}
+    topic = topic_names.raw_topic("bench")
     start = time.process_time()
     events = 0
     for batch in batches:
-        pk = batch[0][0]
-        res = handler.handle("bench.raw.bench.t", pk,
+        key = batch[0][0]  # a raw key: the handler takes its partition key and table id apart
+        res = handler.handle(topic, key[TABLE_ID_SIZE:],
                              [RawRecord(v, 0, i) for i, (_k, v) in enumerate(batch)],
-                             states.get(pk), None, 1_800_000_000_000)
-        states[pk] = res.state
+                             states.get(key), None, 1_800_000_000_000,
+                             table_id=key[:TABLE_ID_SIZE])
+        states[key] = res.state
         events += len(res.outputs)
     cpu = time.process_time() - start
     rows = keys * UPDATES
@@ -116,8 +119,9 @@ def test_bench_wide_partition_batch_cost() -> None:
 def _wide_step(handler: KeyMaterializer, pk: bytes, pages: dict[int, bytes],
                records: list[RawRecord], state: bytes | None) -> tuple[bytes | None, int]:
     """One batch of the wide partition; its page writes applied to `pages`; bytes written."""
-    res = handler.handle("b.raw.bench.wide", pk, records, state, None, 1_800_000_000_000,
-                         lambda ids: [pages.get(i) for i in ids])
+    res = handler.handle(topic_names.raw_topic("b"), pk, records, state, None,
+                         1_800_000_000_000, lambda ids: [pages.get(i) for i in ids],
+                         WIDE.id.bytes)
     for i, blob in res.pages.items():
         if blob is None:
             pages.pop(i, None)
@@ -127,8 +131,8 @@ def _wide_step(handler: KeyMaterializer, pk: bytes, pages: dict[int, bytes],
 
 
 def _publish(bootstrap: str, prefix: str) -> int:
-    producer = raw_topic(bootstrap, prefix)
-    topic = f"{prefix}.raw.bench.t"
+    producer = raw_producer(bootstrap, prefix)
+    topic = topic_names.raw_topic(prefix)
     n = 0
     pairs = ((k, u) for u in range(UPDATES) for k in range(KEYS)) if ORDER == "interleaved" \
         else ((k, u) for k in range(KEYS) for u in range(UPDATES))
@@ -144,11 +148,11 @@ def _publish(bootstrap: str, prefix: str) -> int:
 
 def _send_wide_row(producer: Producer, topic: str, c: int, u: int) -> None:
     """Row `c` of WIDE's partition 1, version `u`, to the raw topic."""
-    _k, value = raw_change(WIDE, 1, u)
+    key, value = raw_change(WIDE, 1, u)  # key: the raw key of WIDE's partition 1
     rec = rowupdate.decode(value)
     rec["clustering"] = [c.to_bytes(4, "big", signed=True)]
     rec["schema_hash"] = WIDE.schema_hash
-    producer.produce(topic, key=(1).to_bytes(4, "big", signed=True), value=rowupdate.encode(rec))
+    producer.produce(topic, key=key, value=rowupdate.encode(rec))
 
 
 def test_bench_spark_wide_partition(stack, tmp_path) -> None:
@@ -160,15 +164,15 @@ def test_bench_spark_wide_partition(stack, tmp_path) -> None:
     cases = [("pages of 256", 256), ("no pages", 10**9)] if rows > 512 else [("small", 256)]
     for label, page_rows in cases:
         prefix = f"wide{uuid.uuid4().hex[:6]}"
-        topic = f"{prefix}.raw.bench.wide"
+        topic = topic_names.raw_topic(prefix)
         creator = TopicCreator(stack.bootstrap_servers, 1, 1)
         creator.ensure(topic)
-        creator.ensure(f"{prefix}.schemas")
+        creator.ensure(topic_names.schema_topic(prefix))
         producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "linger.ms": 50,
                              "queue.buffering.max.messages": 1_000_000})
         from publisher.kafka_sink import schema_record
 
-        producer.produce(f"{prefix}.schemas", key=WIDE.schema_hash.encode(),
+        producer.produce(topic_names.schema_topic(prefix), key=WIDE.schema_hash.encode(),
                          value=schema_record(WIDE))
         send = functools.partial(_send_wide_row, producer, topic)
         for c in range(rows):

@@ -1,10 +1,11 @@
 """Where a logical change's Python time goes in the job's partition stores, in process (no
 Spark, no Kafka): the task function's own merge (`partition_job.merge`) over bench_rf3's
-input (rf3_copies), each change three times with different `source` blocks, shuffled, as
-Arrow batches of 10,000 rows (Spark's default spark.sql.execution.arrow.maxRecordsPerBatch),
-one micro-batch of PARTITION_BATCH copies after the other, real RocksDB stores in a temporary
-directory, the real KeyMaterializer writing JSON (or BENCH_FORMAT=avro) events; BENCH_COLUMNS=10:
-rows of 10 columns; BENCH_READER=python: the pure-Python RowUpdate reader instead of the
+input (rf3_copies: raw keys, table id then partition key, as in the raw topic), each change
+three times with different `source` blocks, shuffled, as Arrow batches of 10,000 rows
+(Spark's default spark.sql.execution.arrow.maxRecordsPerBatch), one micro-batch of
+PARTITION_BATCH copies after the other, real RocksDB stores in a temporary directory, the
+real KeyMaterializer writing JSON (or BENCH_FORMAT=avro) events; BENCH_COLUMNS=10: rows of
+10 columns; BENCH_READER=python: the pure-Python RowUpdate reader instead of the
 compiled one.
 
 Printed: changes/s on one core and a breakdown, exclusive time per change for each phase:
@@ -36,12 +37,12 @@ from materializer.rules import model
 from materializer.rules.events import ChangeDetector
 from materializer.spark import partition_job
 from materializer.store.partition_store import PartitionStore
-from shared import rowupdate_reader
+from shared import rowupdate_reader, topic_names
 
 CHANGES = int(os.environ.get("PARTITION_CHANGES", "120000"))
 PER_BATCH = int(os.environ.get("PARTITION_BATCH", "60000"))  # copies per micro-batch
 ARROW_ROWS = 10_000
-TOPIC = "bench.raw.bench.t"
+TOPIC = topic_names.raw_topic("bench")  # "bench.raw"
 
 
 class PhaseClock:

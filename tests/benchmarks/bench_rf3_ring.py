@@ -6,11 +6,12 @@ For each count of RING_TABLES (1 by default; "1,20,100" for the many-tables comp
 a keyspace of that many 5-column tables (raw_workload's shape: k int, c1 int, c2 text,
 c3 int, c4 text), RING_CHANGES one-row INSERTs of distinct keys spread over them at QUORUM,
 then the agents caught up under a prefix of its own: every replica's copy of every write is
-in the raw topics (about three per change; the count is printed), RING_PARTITIONS (2)
-partitions per raw topic. Then, over what those raw topics hold, for each master of
-RING_MASTERS ("local": local[cores]; or spark://HOST:PORT, with the executors' cores given
-as a run's cores), each entry of RING_MODES (query:cores; query as spark_runs names it:
-kafka-floor = Spark's Kafka source straight into its sink, partition = the job,
+in the prefix's one raw topic (about three per change; the count is printed), of
+RING_PARTITIONS (2) partitions whatever the table count. Then, over what the raw topic
+holds (the publishers' heartbeats too), for each master of RING_MASTERS ("local":
+local[cores]; or spark://HOST:PORT, with the executors' cores given as a run's cores), each
+entry of RING_MODES (query:cores; query as spark_runs names it: kafka-floor = Spark's Kafka
+source straight into its sink, a floor topic per table, partition = the job,
 partition+kafka = the job with spark_runs' BENCH_KAFKA_TUNED), availableNow with
 RING_BATCH copies per micro-batch, each from its own checkpoint.
 
@@ -35,13 +36,18 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 from cpu_use import machine_busy_s, process_cpu_s
-from raw_workload import change_values
+from raw_workload import change_values, floor_topic
 from spark_runs import breakdown, run_job
 
+from shared import topic_names
+from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import TopicCreator, read_to_end
+from shared.rowupdate_reader import read_row_update
+from shared.topic_names import TABLE_ID_SIZE
 
 CHANGES = int(os.environ.get("RING_CHANGES", "120000"))
 PER_BATCH = int(os.environ.get("RING_BATCH", "60000"))
@@ -76,21 +82,34 @@ def _write(session: object, ks: str, tables: int) -> float:
     return time.monotonic() - started
 
 
-def _copies(bootstrap: str, prefix: str) -> dict[str, int]:
-    """Records in each raw topic of `prefix` (their partitions' high watermarks; the topics
-    are new). Besides the bench's table: what the agents found left in cdc_raw by an earlier
-    run on the same ring, published again under this prefix, which the job reads too."""
+def _copies(bootstrap: str, prefix: str) -> int:
+    """Records in the raw topic of `prefix` (its partitions' high watermarks; the topic is
+    new): what the job reads, the publishers' heartbeats included."""
     from confluent_kafka import Consumer, TopicPartition
 
+    topic = topic_names.raw_topic(prefix)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex})
     try:
-        topics = consumer.list_topics(timeout=10).topics
-        return {name: sum(consumer.get_watermark_offsets(TopicPartition(name, p),
-                                                         timeout=10)[1]
-                          for p in t.partitions)
-                for name, t in topics.items() if name.startswith(f"{prefix}.raw.")}
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                   for p in meta.partitions)
     finally:
         consumer.close()
+
+
+def _raw_contents(bootstrap: str, prefix: str) -> tuple[Counter[str | None], set[bytes]]:
+    """What the raw topic of `prefix` holds: its records by keyspace (None: the publishers'
+    heartbeats), and the first 16 bytes of every record's key (a table's id; a heartbeat's
+    host), which name the floors' output topics. Besides the bench's keyspace: what the
+    agents found left in cdc_raw by an earlier run on the same ring, published again under
+    this prefix, which the job reads too."""
+    counts: Counter[str | None] = Counter()
+    heads: set[bytes] = set()
+    for m in read_to_end(bootstrap, topic_names.raw_topic(prefix)):
+        value = m.value()
+        counts[None if is_heartbeat(value) else read_row_update(value)["keyspace"]] += 1
+        heads.add(m.key()[:TABLE_ID_SIZE])
+    return counts, heads
 
 
 def _nodes_cpu_s(ring: object) -> float:
@@ -114,9 +133,10 @@ def _wait_quiet(ring: object, limit_s: float = 180) -> float:
     return time.monotonic() - started
 
 
-def _publish(ring: object, prefix: str, ks: str, tables: int) -> None:
+def _publish(ring: object, prefix: str, ks: str, tables: int) -> set[bytes]:
     """`tables` CDC tables in a new keyspace, CHANGES INSERTs over them, and the three
-    agents run until every copy is in `prefix`'s raw topics."""
+    agents run until every copy is in `prefix`'s raw topic; the first 16 bytes of the raw
+    topic's keys (`_raw_contents`)."""
     from cassandra import ConsistencyLevel
     from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
@@ -146,13 +166,16 @@ def _publish(ring: object, prefix: str, ks: str, tables: int) -> None:
     finally:
         publishers.stop()
         cluster.shutdown()
-    counts = _copies(ring.bootstrap_servers, prefix)  # type: ignore[attr-defined]
-    ours = sum(n for t, n in counts.items() if t.startswith(f"{prefix}.raw.{ks}."))
+    counts, heads = _raw_contents(ring.bootstrap_servers, prefix)  # type: ignore[attr-defined]
+    ours = counts[ks]
     assert ours >= 3 * CHANGES, (ours, CHANGES)  # every replica's copy published
+    others = sum(counts.values()) - ours - counts[None]
     print(f"\nRF=3 ring, {tables} table(s): {CHANGES:,} INSERTs at QUORUM in {write_s:.1f}s, "
           f"the three publishers caught up {catch_up_s:.1f}s later: {ours:,} copies "
-          f"({ours / CHANGES:.2f} per change); {sum(counts.values()) - ours:,} more in the "
-          "prefix's other raw topics (an earlier run's tail of cdc_raw, published again)")
+          f"({ours / CHANGES:.2f} per change); in the raw topic besides: {counts[None]:,} "
+          f"heartbeats, {others:,} records of other keyspaces (an earlier run's tail of "
+          "cdc_raw, published again)")
+    return heads
 
 
 def _events(bootstrap: str, prefix: str, ks: str, tables: int) -> int:
@@ -177,18 +200,18 @@ def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
     for tables in TABLES:
         prefix = f"ring3{uuid.uuid4().hex[:6]}"
         ks = f"bench_{uuid.uuid4().hex[:6]}"
-        _publish(ring, prefix, ks, tables)
-        raw = _copies(ring.bootstrap_servers, prefix)
-        copies = sum(raw.values())
-        # the floor writes each raw topic's records to <prefix>.floor.<ks>.<table>
+        heads = _publish(ring, prefix, ks, tables)
+        copies = _copies(ring.bootstrap_servers, prefix)
+        # the floor writes each record to floor_topic of its key's first 16 bytes: a table's
+        # id, or a heartbeat's host (the broker makes no topic on a write)
         TopicCreator(ring.bootstrap_servers, PARTITIONS, 1).ensure_many(
-            sorted(t.replace(".raw.", ".floor.", 1) for t in raw))
+            sorted(floor_topic(prefix, head) for head in heads))
         for master in MASTERS:
             for api, cores in RUNS:
                 whole[(api, master, tables)] = _run(ring, tmp_path, prefix, ks, tables, api,
                                                     cores, master, copies)
     print(f"\nchanges/s per core at RF=3 over the whole run ({CHANGES:,} changes, "
-          f"{PARTITIONS} partitions per raw topic; % of the floor of the same tables and "
+          f"a raw topic of {PARTITIONS} partitions; % of the floor of the same tables and "
           f"master, and of {TABLES[0]} table(s)):")
     for master in MASTERS:
         for api, cores in RUNS:
@@ -208,7 +231,7 @@ def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
 
 def _run(ring: object, tmp_path: Path, prefix: str, ks: str, tables: int, api: str,
          cores: int, master: str, copies: int) -> float:
-    """One query over the prefix's raw topics; prints its figures and returns its changes/s
+    """One query over the prefix's raw topic; prints its figures and returns its changes/s
     per core over the whole run."""
     bootstrap = ring.bootstrap_servers  # type: ignore[attr-defined]
     details: list = []

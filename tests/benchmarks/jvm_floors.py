@@ -11,9 +11,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyspark
+from raw_workload import floor_topic
 
 from materializer.settings import MaterializerConfig
 from materializer.spark import job
+from shared.topic_names import TABLE_ID_SIZE
 
 HERE = Path(__file__).parent / "jvm_floor"
 # the floors' output: what the job writes to its event topics
@@ -61,10 +63,11 @@ def _arrow_out(rows: list[tuple[str, bytes | None, bytes | None]]) -> object:
                           ("value", pa.binary())]))
 
 
-def arrow_floor(state_dir: str) -> Callable[[Iterator], Iterator]:
+def arrow_floor(state_dir: str, prefix: str) -> Callable[[Iterator], Iterator]:
     """mapInArrow function of "arrow-floor": per Kafka partition a rocksdict holding each
     copy digest seen and each key's last value; a copy seen before is dropped, every other
-    record goes out as (its key's last value + its value), like CopyFloor's output."""
+    record goes out as (its key's last value + its value) to its table's floor topic
+    (`floor_topic` of `prefix` and the key's table id), like CopyFloor's output."""
     def run(batches: Iterator) -> Iterator:
         dbs: dict = {}
         try:
@@ -78,7 +81,7 @@ def arrow_floor(state_dir: str) -> Callable[[Iterator], Iterator]:
                         continue
                     last = db.get(pk) or b""
                     db[pk] = value
-                    out.append((topic.replace(".raw.", ".floor."), pk, last + value))
+                    out.append((floor_topic(prefix, pk[:TABLE_ID_SIZE]), pk, last + value))
                 yield _arrow_out(out)
         finally:
             for db in dbs.values():
@@ -89,23 +92,27 @@ def arrow_floor(state_dir: str) -> Callable[[Iterator], Iterator]:
 def start_floor(spark: object, cfg: MaterializerConfig, api: str) -> object:
     """The job's query (job.read_raw → … → job.write_events) with CopyFloor in place of the
     partition stores ("jvm-floor"), with a mapInArrow and rocksdict ("arrow-floor"), or
-    with nothing between ("kafka-floor": every raw record goes straight to the output
-    topic, no state of its own; "kafka-floor-one": the same into one output topic,
-    <prefix>.floor.all)."""
+    with nothing between ("kafka-floor": every raw record goes straight to its table's
+    floor topic, no state of its own; "kafka-floor-one": the same into one output topic,
+    <prefix>.floor.all). Every floor but kafka-floor-one writes a record to `floor_topic`
+    of its key's first 16 bytes (its table id), a topic the bench must have made."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
+    prefix = cfg.kafka.topic_prefix
     raw = job.read_raw(spark, cfg)
     if api == "arrow-floor":
         state_dir = Path(cfg.spark.checkpoint) / "rocksdict"
         state_dir.mkdir(parents=True, exist_ok=True)
-        out = raw.mapInArrow(arrow_floor(str(state_dir)), FLOOR_SCHEMA)
+        out = raw.mapInArrow(arrow_floor(str(state_dir), prefix), FLOOR_SCHEMA)
     elif api == "kafka-floor":
-        out = raw.select(F.regexp_replace("topic", r"\.raw\.", ".floor.").alias("topic"),
+        # floor_topic in Spark SQL: substring of a binary is 1-based; hex() is upper case,
+        # bytes.hex() lower (floor_topic(prefix, b"") is the name up to the hex)
+        table_hex = F.lower(F.hex(F.substring("key", 1, TABLE_ID_SIZE)))
+        out = raw.select(F.concat(F.lit(floor_topic(prefix, b"")), table_hex).alias("topic"),
                          "key", "value")
     elif api == "kafka-floor-one":  # the same, every record into one topic: the sink's share
-        out = raw.select(F.lit(f"{cfg.kafka.topic_prefix}.floor.all").alias("topic"), "key",
-                         "value")
+        out = raw.select(F.lit(f"{prefix}.floor.all").alias("topic"), "key", "value")
     elif api == "jvm-floor":
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
         out = DataFrame(jvm.casscade.bench.CopyFloor.apply(raw._jdf), spark)

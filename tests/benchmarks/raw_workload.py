@@ -1,5 +1,6 @@
 """The benchmarks' synthetic raw input: one table, its one-row changes as a publisher writes
-them to a raw topic, and what a KeyMaterializer needs to take them without a registry.
+them to the raw topic, and what a KeyMaterializer needs to take them without a registry;
+the floors' output topics (jvm_floors).
 BENCH_COLUMNS (the table's width) and BENCH_FORMAT (the events' encoding) apply to every
 benchmark that takes its table or its format from here.
 """
@@ -11,7 +12,7 @@ import os
 from confluent_kafka import Producer
 
 from materializer.output.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
-from shared import rowupdate
+from shared import rowupdate, topic_names
 from shared.kafka_topics import TopicCreator
 from shared.schema import TableSchema, table_from_json
 
@@ -38,7 +39,8 @@ def change_values(key: int, update: int) -> list[tuple[str, bytes]]:
 
 
 def raw_change(table: TableSchema, key: int, update: int) -> tuple[bytes, bytes]:
-    """(Kafka key, RowUpdate value) of version `update` of row `key` of `table`, one node's."""
+    """(Kafka key, RowUpdate value) of version `update` of row `key` of `table`, one node's;
+    the key is a raw key (`topic_names.raw_key`: table id, then partition key)."""
     ts = 1_700_000_000_000_000 + update * 1000 + key
     pk = key.to_bytes(4, "big", signed=True)
     cells = [{"column": c, "path": None, "value": v, "timestamp": ts, "ttl": 0,
@@ -52,21 +54,30 @@ def raw_change(table: TableSchema, key: int, update: int) -> tuple[bytes, bytes]
            "source": {"host": "h", "datacenter": "dc", "file": "CommitLog-7-1.log",
                       "segment_id": 1, "position": 100 + key * 10 + update, "index": 0,
                       "commitlog_version": 7, "messaging_version": 12}}
-    return pk, rowupdate.encode(rec)
+    return topic_names.raw_key(table.id, pk), rowupdate.encode(rec)
 
 
-def raw_topic(bootstrap: str, prefix: str) -> Producer:
-    """A raw topic of 2 partitions and the schema topic, with TABLE's schema record in it."""
+def raw_producer(bootstrap: str, prefix: str) -> Producer:
+    """A producer for `prefix`'s raw topic (`topic_names.raw_topic`), made here with 2
+    partitions, and the schema topic, with TABLE's schema record in it."""
     from publisher.kafka_sink import schema_record
 
     creator = TopicCreator(bootstrap, 2, 1)
-    creator.ensure(f"{prefix}.raw.bench.t")
-    creator.ensure(f"{prefix}.schemas")
+    creator.ensure(topic_names.raw_topic(prefix))
+    creator.ensure(topic_names.schema_topic(prefix))
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
                          "queue.buffering.max.messages": 1_000_000})
-    producer.produce(f"{prefix}.schemas", key=TABLE.schema_hash.encode(),
+    producer.produce(topic_names.schema_topic(prefix), key=TABLE.schema_hash.encode(),
                      value=schema_record(TABLE))
     return producer
+
+
+def floor_topic(prefix: str, table_id: bytes) -> str:
+    """The output topic of a floor (jvm_floors) for the records of one table:
+    `<prefix>.floor.<the table id's bytes in lowercase hex>`. The floors take the table id
+    from a raw key's first 16 bytes (the one raw topic names no table); a heartbeat's key,
+    its host, gives a topic of its own."""
+    return f"{prefix}.floor.{table_id.hex()}"
 
 
 class SchemaHeaders:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import random
 
-from raw_workload import TABLE, raw_change, raw_topic
+from raw_workload import TABLE, raw_change, raw_producer
 
-from shared import rowupdate
+from shared import rowupdate, topic_names
 
 CHANGES = int(os.environ.get("RF3_CHANGES", "60000"))
 KEYS = int(os.environ.get("RF3_KEYS", "20000"))
@@ -23,7 +23,7 @@ SHUFFLE = int(os.environ.get("RF3_SHUFFLE", "3000"))
 
 
 def copies(key: int, version: int) -> list[tuple[bytes, bytes]]:
-    """(Kafka key, value) of one change as nodes 1-3 publish it."""
+    """(Kafka key, value) of one change as nodes 1-3 publish it (the key: a raw key)."""
     pk, value = raw_change(TABLE, key, version)
     record = rowupdate.decode(value)
     out = []
@@ -38,8 +38,8 @@ def copies(key: int, version: int) -> list[tuple[bytes, bytes]]:
 def publish_rf3(bootstrap: str, prefix: str, seed: int = 3) -> int:
     """CHANGES changes, three shuffled copies each, into a fresh raw topic."""
     rng = random.Random(seed)
-    producer = raw_topic(bootstrap, prefix)
-    topic = f"{prefix}.raw.bench.t"
+    producer = raw_producer(bootstrap, prefix)
+    topic = topic_names.raw_topic(prefix)
     versions = CHANGES // KEYS
     block: list[tuple[bytes, bytes]] = []
     sent = 0

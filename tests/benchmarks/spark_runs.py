@@ -1,4 +1,4 @@
-"""One Spark query over what a prefix's raw topics hold, in a process of its own: the job
+"""One Spark query over what a prefix's raw topic holds, in a process of its own: the job
 (partition stores) or a floor of jvm_floors, availableNow, and the figures Spark reports.
 
 Read here: BENCH_MASTER, a cluster's master (spark://...) instead of local[cores], a run's
@@ -100,7 +100,7 @@ def run_job(stack: StackSettings, api: str, cores: int, prefix: str, ckpt: Path,
             details: list[dict] | None = None, observed: list[dict] | None = None,
             master: str | None = None,
             python_cpu: list[float] | None = None) -> list[tuple[int, int]]:
-    """Query `api` (RUN: the job or a floor) over what the raw topics hold now: (rows, ms)
+    """Query `api` (RUN: the job or a floor) over what the raw topic holds now: (rows, ms)
     of each non-empty batch; `extra`: the state's page rows (spark.state_page_rows);
     `dedupe_s`: spark.dedupe_window_s (default: the job's own);
     `details` gets each such batch's durations (ms) and state operators' metrics (only

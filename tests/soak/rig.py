@@ -20,6 +20,7 @@ from devstack import spark_cluster as cluster
 from devstack import stack as devstack
 from devstack.process import pid_alive
 from devstack.settings import StackSettings
+from shared.topic_names import raw_topic
 
 from support.materializer_harness import kill_group, materializer_command, start_materializer
 from support.ring_harness import RingPublishers, no_hints_left, pinned_sessions, session_at_all
@@ -157,7 +158,7 @@ class Rig:
     # ---- the end ----------------------------------------------------------------------
     def settle(self, ks: str, timeout_s: float = 1800) -> float:
         """Wait until every hint is delivered, every publisher has published what its node
-        synced and the job has read every raw topic to its end; returns the seconds."""
+        synced and the job has read the raw topic to its end; returns the seconds."""
         t0 = time.monotonic()
         wait_until(lambda: no_hints_left(self.ring), timeout_s, "every hint delivered",
                    interval_s=2)
@@ -165,7 +166,7 @@ class Rig:
         from support.ring_harness import job_caught_up
 
         wait_until(lambda: job_caught_up(self.checkpoint, self.ring.bootstrap_servers,
-                                         f"{self.prefix}.raw.{ks}.")
+                                         raw_topic(self.prefix))
                    or self.job.poll() is not None, timeout_s,
                    "the job at the end of the raw topics", interval_s=3)
         if self.job.poll() is not None:

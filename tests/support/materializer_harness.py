@@ -27,7 +27,6 @@ from publisher.commitlog.schema_source import CassandraSchemaSource
 from publisher.kafka_sink import KafkaSink
 from publisher.settings import PublisherConfig
 from shared.capture import CaptureSettings
-from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import read_to_end
 from shared.metrics import Registry
 from shared.schema import TableSchema
@@ -220,48 +219,6 @@ def oracle_rows(cql: Any, table: TableSchema, modes: ValueModes = MODES) -> dict
         # through the same JSON as events (bytes → base64, tuples → lists)
         typed = json.loads(dumps(typed))
         out[canonical({k: typed[k] for k in keys})] = typed
-    return out
-
-
-def handler_streams(bootstrap: str, prefix: str, topic: str, batches: list[dict[int, int]]
-                    ) -> list[dict[str, list]]:
-    """The events the job's own merge and event rule (KeyMaterializer, in this process) make of
-    a raw topic read in micro-batches that end at `batches` (Kafka partition → end offset,
-    each batch after the previous): per batch, per key (canonical JSON), its events'
-    (op, before, after) in order, tombstones as None. The reference a Spark run is held to
-    where its micro-batches are known. Partitions are kept whole (no pages: events do not
-    depend on paging, as the paged-state tests hold), so they must stay under the default
-    page size."""
-    from collections import defaultdict
-
-    from materializer.key_materializer import KeyMaterializer, RawRecord
-    from materializer.output.event_settings import EventSettings
-    from materializer.spark.schema_cache import SchemaCache
-
-    handler = KeyMaterializer(SchemaCache(bootstrap, f"{prefix}.schemas"), EventSettings(),
-                              prefix)
-    messages = [m for m in read_to_end(bootstrap, topic) if not is_heartbeat(m.value())]
-    states: dict[bytes, tuple[bytes | None, str | None]] = {}
-    out: list[dict[str, list]] = []
-    start: dict[int, int] = {}
-    for ends in batches:
-        by_key: dict[bytes, list[RawRecord]] = defaultdict(list)
-        for m in messages:
-            if start.get(m.partition(), 0) <= m.offset() < ends.get(m.partition(), 0):
-                by_key[m.key()].append(RawRecord(m.value(), m.partition(), m.offset()))
-        streams: dict[str, list] = defaultdict(list)
-        for pk, records in by_key.items():
-            blob, schema_hash = states.get(pk, (None, None))
-            result = handler.handle(topic, pk, records, blob, schema_hash,
-                                    int(time.time() * 1000))
-            assert not result.pages, f"{topic}: a partition over the page size"
-            states[pk] = (result.state, result.schema_hash)
-            for _topic, key, value in result.outputs:
-                doc = None if value is None else json.loads(value)
-                streams[canonical(json.loads(key))].append(
-                    None if doc is None else (doc["op"], doc["before"], doc["after"]))
-        out.append(dict(streams))
-        start = dict(ends)
     return out
 
 

@@ -70,7 +70,7 @@ def mutation(position: int, *bodies: dict[str, Any], host: str = HOSTS[0],
 def run(h: KeyMaterializer, values: list[bytes], state: bytes | None = None
         ) -> tuple[list[tuple[dict, str, dict | None, dict | None]], bytes | None]:
     """One micro-batch of partition 2: (key, op, before, after) per event, and the state."""
-    res = h.handle("p.raw.ks.t", i32(2), [RawRecord(v, 0, i) for i, v in enumerate(values)],
+    res = h.handle("p.raw", i32(2), [RawRecord(v, 0, i) for i, v in enumerate(values)],
                    state, None, NOW_MS)
     events = []
     for _, key, value in res.outputs:

@@ -151,9 +151,11 @@ def paced(rate: int, count: int) -> Iterator[int]:
 
 
 def read_topic(bootstrap: str, topic: str, expect_at_least: int,
-               timeout_s: float = 60) -> list[tuple[int, int, bytes, dict[str, Any]]]:
+               timeout_s: float = 60, table: str | None = None
+               ) -> list[tuple[int, int, bytes, dict[str, Any]]]:
     """Every record of `topic` as (partition, offset, key, RowUpdate), waiting up to
-    `timeout_s` for at least `expect_at_least` of them."""
+    `timeout_s` for at least `expect_at_least` of them; `table` ("ks.t"): only that table's
+    (the raw topic holds every table's)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
@@ -177,8 +179,9 @@ def read_topic(bootstrap: str, topic: str, expect_at_least: int,
             assert msg.error() is None, msg.error()
             if is_heartbeat(msg.value()):
                 continue  # the publisher's sign of life, not a change
-            out.append((msg.partition(), msg.offset(), msg.key(),
-                        rowupdate.decode(msg.value())))
+            record = rowupdate.decode(msg.value())
+            if table is None or f"{record['keyspace']}.{record['table']}" == table:
+                out.append((msg.partition(), msg.offset(), msg.key(), record))
             quiet_since = time.monotonic()
         return out
     finally:

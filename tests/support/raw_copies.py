@@ -11,6 +11,7 @@ from confluent_kafka import Producer
 from shared import rowupdate
 from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import TopicCreator, read_to_end
+from shared.topic_names import raw_topic
 
 
 def copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
@@ -33,7 +34,7 @@ def copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
                          "queue.buffering.max.messages": 2_000_000,
                          "queue.buffering.max.kbytes": 1_048_576})
     topics = sorted(t for t in creator.admin.list_topics(timeout=10).topics
-                    if t.startswith(f"{src_prefix}.raw.") or t == f"{src_prefix}.schemas")
+                    if t in (raw_topic(src_prefix), f"{src_prefix}.schemas"))
     total = 0
     for topic in topics:
         rnd = random.Random(f"{seed}/{topic[len(src_prefix):]}")
@@ -45,14 +46,14 @@ def copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
         creator.ensure(out_topic, compacted=out_topic.endswith(".schemas"))
         tail: list[tuple[bytes, bytes]] = []
         for key, values in sorted(by_key.items()):
-            if ".raw." not in topic:
+            if topic != raw_topic(src_prefix):
                 many = values
             elif replicas:
                 many = [as_replica(v, node) for v in values for node in range(1, copies + 1)]
             else:
                 many = values * copies
             rnd.shuffle(many)
-            if replicas and late and ".raw." in topic:
+            if replicas and late and topic == raw_topic(src_prefix):
                 seen: set[bytes] = set()
                 moved: set[bytes] = set()
                 for v in reversed(many):  # a record's last copy, maybe to the tail
@@ -68,11 +69,12 @@ def copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
         for key, v in tail:
             producer.produce(out_topic, key=key, value=v)
         producer.poll(0)
-        if stats is not None and ".raw." in topic:
+        if stats is not None and topic == raw_topic(src_prefix):
             stats["late"] = stats.get("late", 0) + len(tail)
             stats.setdefault("digests", set()).update(
                 rowupdate.copy_key_of(v) for values in by_key.values() for v in values)
-        total += sum(len(v) for v in by_key.values()) * copies if ".raw." in topic else 0
+        if topic == raw_topic(src_prefix):
+            total += sum(len(v) for v in by_key.values()) * copies
     assert producer.flush(60) == 0
     return total
 

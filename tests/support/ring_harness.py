@@ -19,6 +19,7 @@ from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import read_to_end
 from shared.rowupdate_reader import read_row_update
 from shared.schema import TableSchema
+from shared.topic_names import raw_topic
 
 from support.materializer_harness import (
     COPY_FIELDS,
@@ -303,10 +304,9 @@ def without_replays(events: list[tuple[int, int, dict, dict | None]]
     return out
 
 
-def job_caught_up(checkpoint: Path, bootstrap: str, topic_start: str) -> bool:
+def job_caught_up(checkpoint: Path, bootstrap: str, topic: str) -> bool:
     """The job's last committed micro-batch reached the end of every partition of the raw
-    topics whose names start with `topic_start` (its events are written: a batch commits
-    after its sink)."""
+    topic `topic` (its events are written: a batch commits after its sink)."""
     from confluent_kafka import Consumer, TopicPartition
 
     from materializer.checkpoint_log import last_commit, parse_offset_log
@@ -321,7 +321,7 @@ def job_caught_up(checkpoint: Path, bootstrap: str, topic_start: str) -> bool:
     try:
         topics = consumer.list_topics(timeout=10).topics
         for name, meta in topics.items():
-            if not name.startswith(topic_start):
+            if name != topic:
                 continue
             for p in meta.partitions:
                 _low, high = consumer.get_watermark_offsets(TopicPartition(name, p), timeout=10)
@@ -375,8 +375,8 @@ def events_so_far(bootstrap: str, topic: str) -> list:
 
 
 def raw_records(env: dict, ks: str, table: str) -> list[dict]:
-    """Every raw record of a table's topic in a ring test's `env`, decoded."""
-    topic = f"{env['prefix']}.raw.{ks}.{table}"
-    return [read_row_update(m.value()) for m in read_to_end(env["ring"].bootstrap_servers,
-                                                            topic)
-            if not is_heartbeat(m.value())]
+    """Every raw record of a table in a ring test's `env` (from the raw topic), decoded."""
+    records = (read_row_update(m.value())
+               for m in read_to_end(env["ring"].bootstrap_servers, raw_topic(env["prefix"]))
+               if not is_heartbeat(m.value()))
+    return [r for r in records if (r["keyspace"], r["table"]) == (ks, table)]

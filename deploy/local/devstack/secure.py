@@ -11,6 +11,7 @@ from typing import Any
 
 from devstack import tls
 from devstack.settings import HOST, StackSettings
+from shared import topic_names
 
 ADMIN = "admin"  # the broker's own identity and the stack's operator: a super user
 # Components connect as themselves, with the ACLs `grant_acls` gives them and nothing else.
@@ -97,12 +98,12 @@ def java_client_config(s: StackSettings, user: str) -> dict[str, str]:
 def acl_plan(prefix: str) -> dict[str, list[tuple[str, str, str, list[str]]]]:
     """Per user, (resource type, pattern type, name, operations): the least each component
     needs for the topics under `prefix` (docs/security.md lists them)."""
-    raw, schemas = f"{prefix}.raw.", f"{prefix}.schemas"
+    raw, schemas = topic_names.raw_topic(prefix), topic_names.schema_topic(prefix)
     return {
-        # creates the raw topics and the schema topic, writes both (idempotent producer)
-        "publisher": [("TOPIC", "PREFIXED", raw, ["CREATE", "WRITE", "DESCRIBE"]),
+        # creates the raw topic and the schema topic, writes both (idempotent producer)
+        "publisher": [("TOPIC", "LITERAL", raw, ["CREATE", "WRITE", "DESCRIBE"]),
                       ("TOPIC", "LITERAL", schemas, ["CREATE", "WRITE", "DESCRIBE"])],
-        # reads the raw topics and the schemas; creates and writes the event topics, the
+        # reads the raw topic and the schemas; creates and writes the event topics, the
         # dead-letter and Avro schema topics (all under `<prefix>.`); Spark's source uses
         # consumer groups named spark-kafka-source-*, its own readers read-*
         "materializer": [("TOPIC", "PREFIXED", f"{prefix}.", ["READ", "DESCRIBE", "CREATE",

@@ -1,6 +1,7 @@
 package casscade.bench;
 
 import java.util.ArrayList;
+import java.util.HexFormat;
 import java.util.Iterator;
 import java.util.List;
 
@@ -18,12 +19,17 @@ import scala.Tuple3;
 
 /**
  * The least a JVM-side merge must do per change, for bench_jvm_floor: one group per
- * (raw topic, partition key), its state (the last raw value) read once and written once per
- * micro-batch, and one output record per input record (the state's bytes then the record's,
- * about an event's size). No decoding and no merge: what is left is Spark's own cost (Kafka
- * source, shuffle, state store, Kafka sink), the floor under a merge on Spark's state.
+ * (raw topic, raw key: table id + partition key), its state (the last raw value) read once
+ * and written once per micro-batch, and one output record per input record (the state's
+ * bytes then the record's, about an event's size) to its table's floor topic. No decoding
+ * and no merge: what is left is Spark's own cost (Kafka source, shuffle, state store, Kafka
+ * sink), the floor under a merge on Spark's state.
  */
 public final class CopyFloor {
+    /** A raw key's leading table id (shared.topic_names.TABLE_ID_SIZE). */
+    private static final int TABLE_ID_SIZE = 16;
+    private static final String RAW_SUFFIX = ".raw";
+
     private CopyFloor() {
     }
 
@@ -43,7 +49,7 @@ public final class CopyFloor {
 
     private static Iterator<Tuple3<String, byte[], byte[]>> merge(
             Tuple2<String, byte[]> key, Iterator<Row> rows, GroupState<byte[]> state) {
-        String topic = key._1().replace(".raw.", ".floor.");
+        String topic = floorTopic(key._1(), key._2());
         byte[] last = state.exists() ? state.get() : new byte[0];
         List<Tuple3<String, byte[], byte[]>> out = new ArrayList<>();
         while (rows.hasNext()) {
@@ -56,5 +62,17 @@ public final class CopyFloor {
         }
         state.update(last);
         return out.iterator();
+    }
+
+    /**
+     * raw_workload.floor_topic: {@code <prefix>.floor.<lowercase hex of the key's first 16
+     * bytes>}, the prefix being the raw topic's name without its ".raw" (the one raw topic
+     * names no table; the key's table id does).
+     */
+    private static String floorTopic(String rawTopic, byte[] key) {
+        String prefix = rawTopic.endsWith(RAW_SUFFIX)
+            ? rawTopic.substring(0, rawTopic.length() - RAW_SUFFIX.length()) : rawTopic;
+        return prefix + ".floor."
+            + HexFormat.of().formatHex(key, 0, Math.min(key.length, TABLE_ID_SIZE));
     }
 }

@@ -88,9 +88,27 @@ def test_a_checkpoint_of_another_job_is_refused(stack: StackSettings, tmp_path: 
     run_materializer(materializer_command(stack, first, checkpoint), tmp_path / "first.log")
     cmd = materializer_command(stack, second, checkpoint)
     line = _one_error(*_run(*cmd[cmd.index("materializer"):], timeout_s=120))
-    assert (f"belongs to the job that reads {first}.raw.* on Kafka cluster " in line
-            and f"this config reads {second}.raw.* on Kafka cluster " in line
+    assert (f"belongs to the job that reads {first}.raw on Kafka cluster " in line
+            and f"this config reads {second}.raw on Kafka cluster " in line
             and "give this job a spark.checkpoint of its own" in line), line
+
+
+def test_raw_topics_of_the_per_table_layout_are_refused_before_spark_starts(
+        stack: StackSettings, tmp_path: Path) -> None:
+    """A topic prefix that still holds per-table raw topics of an earlier casscade: one line
+    naming one of them and what to do, before the driver JVM starts."""
+    from shared.kafka_topics import TopicCreator
+
+    prefix = f"old{uuid.uuid4().hex[:6]}"
+    TopicCreator(stack.bootstrap_servers, 1, 1).ensure_many(
+        [f"{prefix}.raw.ks.a", f"{prefix}.raw.ks.b"])
+    line = _one_error(*_run("materializer", "run", "--set", f"spark.checkpoint={tmp_path}",
+                            "--set", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
+                            "--set", f"kafka.topic_prefix={prefix}", "--set", "http.port=0"))
+    assert line == (f"Error: Kafka holds 2 raw topics of the per-table layout of an earlier "
+                    f"casscade ({prefix}.raw.ks.a, ...), which this one does not read: delete "
+                    f"them once nothing needs them, or give this job another "
+                    f"kafka.topic_prefix (docs/operations.md \"One raw topic\")"), line
 
 
 def test_reshard_names_an_unreachable_kafka(tmp_path: Path) -> None:

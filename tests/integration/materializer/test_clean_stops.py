@@ -16,6 +16,7 @@ from devstack.settings import StackSettings
 from publisher.kafka_sink import schema_record
 from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import TopicCreator, read_to_end
+from shared.topic_names import raw_key, raw_topic
 
 from support.materializer_harness import (
     kill_group,
@@ -31,8 +32,8 @@ PER_BATCH = 500  # raw records per micro-batch: 40 batches to stop between
 
 
 def _raw_topic(stack: StackSettings, prefix: str) -> str:
-    """A raw topic of TABLE holding ROWS inserts, and its schema record."""
-    topic = f"{prefix}.raw.ks.t"
+    """The raw topic holding ROWS inserts of TABLE, and its schema record."""
+    topic = raw_topic(prefix)
     TopicCreator(stack.bootstrap_servers, 2, 1).ensure(topic)
     TopicCreator(stack.bootstrap_servers, 1, 1).ensure(f"{prefix}.schemas")
     producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "linger.ms": 20})
@@ -43,7 +44,7 @@ def _raw_topic(stack: StackSettings, prefix: str) -> str:
                             p=n // 100)
         if n % 10_000 == 0:
             producer.flush(30)
-        producer.produce(topic, key=i32(n // 100), value=value)
+        producer.produce(topic, key=raw_key(TABLE.id, i32(n // 100)), value=value)
         producer.poll(0)
     assert producer.flush(60) == 0
     return topic

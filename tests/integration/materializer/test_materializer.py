@@ -27,11 +27,12 @@ from casscade.verify.avro_json import avro_as_json
 from devstack.settings import StackSettings, repo_root
 from materializer.output.avro_envelope import decode, schemas_from_topic
 from materializer.output.envelope import EnvelopeWriter
-from materializer.spark.partition_job import STATE_DIR
+from materializer.store.layout import STATE_DIR
 from materializer.store.partition_store import writes_of
 from publisher.commitlog.schema_source import read_system_schema
 from shared.kafka_topics import read_to_end
 from shared.schema import catalog_from_json
+from shared.topic_names import changelog_topic, raw_topic
 
 from support.materializer_harness import (
     assert_same_events,
@@ -167,7 +168,7 @@ def replicas(stack, workload) -> dict:
 
 def _page_entries(checkpoint: Path) -> int:
     """How many row-page entries a stopped job's partition stores hold."""
-    from materializer.spark.partition_job import _P
+    from materializer.store.layout import PAGE
     from materializer.store.partition_store import open_store, owner_of
 
     count = 0
@@ -175,7 +176,7 @@ def _page_entries(checkpoint: Path) -> int:
         db = open_store(path)
         try:
             keys = db.keys()
-            count += sum(1 for k in keys if (owner_of(k) or ("", b""))[1][:1] == _P)
+            count += sum(1 for k in keys if (owner_of(k) or ("", b""))[1][:1] == PAGE)
         finally:
             db.close()
     return count
@@ -297,10 +298,10 @@ def test_partition_stores_lost_with_their_machine_are_rebuilt_from_their_changel
     job_id = json.loads((checkpoint / STATE_DIR / "changelog.json").read_text())["job_id"]
     names = AdminClient({"bootstrap.servers": stack.bootstrap_servers}
                         ).list_topics(timeout=10).topics
-    raw_tables = {t.removeprefix(f"{out}.raw.") for t in names if t.startswith(f"{out}.raw.")}
-    assert raw_tables and raw_tables == {
-        t.removeprefix(f"{out}.changelog.{job_id}.") for t in names
-        if t.startswith(f"{out}.changelog.{job_id}.")}
+    # one changelog, of the raw topic's partition count (3, copy_raw's)
+    assert len(names[changelog_topic(out, job_id)].partitions) == len(
+        names[raw_topic(out)].partitions) == 3
+    assert not [t for t in names if t.startswith(f"{out}.raw.")]
     stores = [p for p in (checkpoint / STATE_DIR).glob("*/[0-9]*") if p.is_dir()]
     assert stores
     for path in stores:
@@ -325,7 +326,7 @@ def _reshard(stack, prefix: str, checkpoint: Path, partitions: int
 
 
 def test_reshard_moves_partition_stores_with_their_keys(stack, cql, workload) -> None:
-    """Raw topics of 3 partitions, drained by the job, resharded to 5: every
+    """A raw topic of 3 partitions, drained by the job, resharded to 5: every
     change published again (copies, which librdkafka's partitioner now puts at crc32(key)
     % 5) adds no event and the events still equal SELECT, so each key's state moved to the
     store its records reach now. A reshard with records not yet processed is refused."""
@@ -346,14 +347,12 @@ def test_reshard_moves_partition_stores_with_their_keys(stack, cql, workload) ->
     done = _reshard(stack, out, checkpoint, 5)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
-    raw = {f"{out}.raw.{ks}.{name}" for name in ("r", "ctr")}
-    assert raw <= set(report["raw_topics"]) and all(
-        report["raw_topics"][t] == [3, 5] for t in raw), report
+    raw = {raw_topic(out)}
+    assert report["raw_topics"] == {raw_topic(out): [3, 5]}, report
     admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
     meta = admin.list_topics(timeout=10).topics
-    assert all(len(meta[t].partitions) == 5 for t in raw)
-    assert all(len(meta[t.replace(".raw.", f".changelog.{report['job_id']}.")].partitions) == 5
-               for t in raw)
+    assert len(meta[raw_topic(out)].partitions) == 5
+    assert len(meta[changelog_topic(out, report["job_id"])].partitions) == 5
     ends: dict[str, dict[int, int]] = {t: {} for t in raw}
     for t in raw:
         for m in read_to_end(stack.bootstrap_servers, t):

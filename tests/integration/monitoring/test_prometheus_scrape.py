@@ -13,6 +13,7 @@ from confluent_kafka import Producer
 from devstack.settings import StackSettings
 from publisher.kafka_sink import schema_record
 from shared.kafka_topics import TopicCreator
+from shared.topic_names import raw_key, raw_topic
 
 from support.materializer_harness import kill_group, materializer_command, start_materializer
 from support.mutations import TABLE, body, i32, mutation
@@ -37,7 +38,7 @@ def _wait(url: str, promql: str, ok, what: str, timeout_s: float = 180) -> list:
 def test_prometheus_reads_heartbeat_ages_and_freshness(stack: StackSettings,
                                                        tmp_path: Path) -> None:
     prefix = f"mon{uuid.uuid4().hex[:6]}"
-    raw = f"{prefix}.raw.ks.t"
+    raw = raw_topic(prefix)
     TopicCreator(stack.bootstrap_servers, 2, 1).ensure(raw)
     TopicCreator(stack.bootstrap_servers, 1, 1).ensure(f"{prefix}.schemas")
     (tmp_path / "cdc_raw").mkdir()
@@ -60,7 +61,7 @@ def test_prometheus_reads_heartbeat_ages_and_freshness(stack: StackSettings,
         written_us = int(time.time() * 1_000_000)
         for n in range(CHANGES):  # changes written now: their events are seconds fresh
             (value,) = mutation(n, body("ROW", n, ts=written_us, v=f"v{n}", insert=True))
-            producer.produce(raw, key=i32(2), value=value)
+            producer.produce(raw, key=raw_key(TABLE.id, i32(2)), value=value)
         assert producer.flush(30) == 0
         with prometheus(tmp_path / "prometheus", {
                 "casscade-publisher": [f"127.0.0.1:{agent.http_port}"],

@@ -13,7 +13,7 @@ from cassandra import WriteFailure
 from devstack import cassandra
 from devstack import stack as devstack
 from devstack.cassandra import cql_cluster
-from publisher.kafka_sink import raw_topic
+from shared.topic_names import raw_topic
 
 from support.publisher_harness import AgentProcess, read_topic
 from support.services import wait_until
@@ -61,9 +61,10 @@ def test_full_cdc_raw_rejects_writes_until_the_agent_frees_it(stack, tmp_path) -
                 return False
 
         wait_until(write_accepted, 120, "a write to be accepted once the agent runs")
-        records = read_topic(stack.bootstrap_servers, raw_topic(agent.prefix, "cdcfull", "t"),
-                             expect_at_least=accepted + 1, timeout_s=120)
-        keys = {int.from_bytes(key, "big", signed=True) for _p, _o, key, _r in records}
+        records = read_topic(stack.bootstrap_servers, raw_topic(agent.prefix),
+                             expect_at_least=accepted + 1, timeout_s=120, table="cdcfull.t")
+        keys = {int.from_bytes(r["partition_key"], "big", signed=True)
+                for _p, _o, _key, r in records}
         assert set(range(accepted)) | {10_000} <= keys  # every accepted write published
     finally:
         if agent is not None:

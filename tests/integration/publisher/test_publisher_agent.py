@@ -18,7 +18,7 @@ from devstack.cassandra import cql_cluster
 from publisher.agent.splitter import SourceInfo, split
 from publisher.commitlog.reader import CommitLogReader
 from publisher.commitlog.schema_source import CassandraSchemaSource
-from publisher.kafka_sink import raw_topic
+from shared.topic_names import raw_key, raw_topic
 
 from support.publisher_harness import (
     AgentProcess,
@@ -88,8 +88,8 @@ def test_mixed_workload_reaches_kafka_exactly_as_decoded(stack, node, session, t
                 session.execute(f"DELETE FROM ag.mixed WHERE k = {k}")
             statements += 1
         _roll_segments(session)
-        topic = raw_topic(agent.prefix, "ag", "mixed")
-        records = read_topic(stack.bootstrap_servers, topic, expect_at_least=statements)
+        records = read_topic(stack.bootstrap_servers, raw_topic(agent.prefix),
+                             expect_at_least=statements, table="ag.mixed")
         wait_for(lambda: not completed_segments(node.cdc_raw_dir), 60, "completed segments retired")
         # the runbook's status command, against the running agent
         status = subprocess.run([sys.executable, "-m", "casscade.cli", "publisher", "status",
@@ -114,7 +114,7 @@ def test_mixed_workload_reaches_kafka_exactly_as_decoded(stack, node, session, t
     for _p, _o, key, rec in records:
         src = rec["source"]
         got[(src["segment_id"], src["position"], src["index"])] = rec
-        assert key == rec["partition_key"]
+        assert key == raw_key(rec["table_id"], rec["partition_key"])
     assert len({(k[0], k[1]) for k in expected}) == statements  # one mutation per statement
     assert set(got) == set(expected)
     for ident, rec in expected.items():
@@ -145,9 +145,9 @@ def test_table_created_and_altered_while_running_streams(stack, node, session, t
             session.execute(f"INSERT INTO ag.late_new (k, v) VALUES ({i}, {i})")
             session.execute(f"INSERT INTO ag.late_alter (k, v) VALUES ({i}, {i})")
         for table in ("late_new", "late_alter"):
-            records = read_topic(stack.bootstrap_servers, raw_topic(agent.prefix, "ag", table),
-                                 expect_at_least=200)
-            keys = {int.from_bytes(k, "big") for _p, _o, k, _r in records}
+            records = read_topic(stack.bootstrap_servers, raw_topic(agent.prefix),
+                                 expect_at_least=200, table=f"ag.{table}")
+            keys = {int.from_bytes(r["partition_key"], "big") for _p, _o, _k, r in records}
             assert keys == set(range(200)), table
     finally:
         assert agent.stop() == 0
@@ -183,13 +183,13 @@ def test_kill_9_twenty_times_loses_nothing(stack, node, session, tmp_path):
         writer.join()
         _roll_segments(session)
         agent.start()
-        records = read_topic(stack.bootstrap_servers, raw_topic(agent.prefix, "ag", "crashy"),
-                             expect_at_least=rows, timeout_s=180)
+        records = read_topic(stack.bootstrap_servers, raw_topic(agent.prefix),
+                             expect_at_least=rows, timeout_s=180, table="ag.crashy")
         wait_for(lambda: not completed_segments(node.cdc_raw_dir), 60, "completed segments retired")
     finally:
         done.wait(120)
         agent.stop()
-    keys = {int.from_bytes(k, "big") for _p, _o, k, _r in records}
+    keys = {int.from_bytes(r["partition_key"], "big") for _p, _o, _k, r in records}
     assert kills == 20
     assert keys == set(range(rows))
     print(f"\n{len(records)} records for {rows} rows after {kills} kills "
@@ -215,11 +215,11 @@ def test_broker_down_for_30_seconds(stack, node, session, tmp_path):
                                                 fromlist=["x"]).find_java())
             kafka.wait_ready(stack, pid)
         execute_concurrent_with_args(session, insert, [(i, "after") for i in range(6000, 8000)])
-        records = read_topic(stack.bootstrap_servers, raw_topic(agent.prefix, "ag", "outage"),
-                             expect_at_least=8000, timeout_s=120)
+        records = read_topic(stack.bootstrap_servers, raw_topic(agent.prefix),
+                             expect_at_least=8000, timeout_s=120, table="ag.outage")
     finally:
         agent.stop()
-    keys = {int.from_bytes(k, "big") for _p, _o, k, _r in records}
+    keys = {int.from_bytes(r["partition_key"], "big") for _p, _o, _k, r in records}
     assert keys == set(range(8000))
     assert cassandra.running_pid(node) is not None
 
@@ -283,8 +283,7 @@ def test_heartbeats_move_an_idle_partition_to_its_ttl_expiry(stack, node, sessio
         assert ops(1) == ["c", "d"]
         assert ops(0) == ["c"]  # the idle row stays
         assert late_s < 20, late_s  # heartbeat interval + trigger + a micro-batch, with room
-        beats = [m for m in read_to_end(stack.bootstrap_servers,
-                                        raw_topic(agent.prefix, "ag", "ttl"))
+        beats = [m for m in read_to_end(stack.bootstrap_servers, raw_topic(agent.prefix))
                  if is_heartbeat(m.value())]
         assert {m.partition() for m in beats} == {0, 1, 2}
         assert {decode_heartbeat(m.value()).host for m in beats} == {"node-1"}

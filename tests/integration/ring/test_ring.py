@@ -20,9 +20,10 @@ from cassandra.query import SimpleStatement
 
 from devstack import cassandra
 from devstack import stack as devstack
-from materializer.spark import partition_job
+from materializer.store.layout import STATE_DIR
 from publisher.commitlog.schema_source import read_system_schema
 from shared.schema import catalog_from_json
+from shared.topic_names import raw_topic
 
 from support.materializer_harness import (
     kill_group,
@@ -228,7 +229,7 @@ def test_partition_stores_follow_their_partitions_on_the_cluster(env, staged, sp
     # rebuilt, or caught up where worker 1 ran that partition before it settled on worker 2
     assert re.search(r"(rebuilt|caught up) from its changelog", executors[1]), \
         executors[1][-3000:]
-    records = checkpoint / partition_job.STATE_DIR
+    records = checkpoint / STATE_DIR
     # (Hadoop's local file system adds a .crc file beside each)
     assert {p.name for p in records.iterdir() if not p.name.endswith(".crc")} == {
         "changelog.json", "owner.json", "partitions.json"}
@@ -340,10 +341,9 @@ def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env) -> None:
         assert len(done.executed) >= 1500 and not hooks, hooks
         wait_until(lambda: no_hints_left(ring), 120, "every hint delivered", interval_s=1)
         publishers.wait_caught_up()
-        # the restarted job (from its checkpoint) reads on to the end of this keyspace's
-        # raw topics
+        # the restarted job (from its checkpoint) reads on to the end of the raw topic
         wait_until(lambda: job_caught_up(work / "ckpt-chaos", ring.bootstrap_servers,
-                                         f"{env['prefix']}.raw.{ks}.")
+                                         raw_topic(env["prefix"]))
                    or job[-1].poll() is not None, 300, "the job at the end of the raw topics",
                    interval_s=2)
         assert job[-1].poll() is None, (work / "chaos.log").read_text()[-3000:]

@@ -30,7 +30,9 @@ from materializer.output.avro_registry import ConfluentRegistry, RegistryAccess,
 from publisher.commitlog.schema_source import read_system_schema
 from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import TopicCreator, read_to_end
+from shared.rowupdate_reader import read_row_update
 from shared.schema import catalog_from_json
+from shared.topic_names import raw_topic
 
 from support.materializer_harness import (
     final_rows,
@@ -85,14 +87,17 @@ def _security_sets(s: StackSettings, user: str) -> list[str]:
             f"kafka.security.ssl_ca_file={tls.ensure(s.state_dir).ca_pem}"]
 
 
-def _raw_count(s: StackSettings, topics: list[str]) -> int:
-    """The RowUpdates in `topics` (a missing topic has none; heartbeats are not counted)."""
+def _raw_count(s: StackSettings, tables: list[str]) -> int:
+    """The RowUpdates of `tables` ("ks.t") in the raw topic (none while it is missing;
+    heartbeats are not counted)."""
     from confluent_kafka.admin import AdminClient
 
     conf = secure.client_config(s, secure.ADMIN)
-    existing = AdminClient(conf).list_topics(timeout=10).topics
-    return sum(not is_heartbeat(m.value()) for t in topics if t in existing
-               for m in read_to_end(conf, t))
+    if raw_topic(PREFIX) not in AdminClient(conf).list_topics(timeout=10).topics:
+        return 0
+    records = (read_row_update(m.value()) for m in read_to_end(conf, raw_topic(PREFIX))
+               if not is_heartbeat(m.value()))
+    return sum(f"{r['keyspace']}.{r['table']}" in tables for r in records)
 
 
 def _locked_agent(s: StackSettings, workdir: Path, http_port: int,
@@ -124,7 +129,7 @@ def test_the_pipeline_runs_through_the_locked_doors(locked, locked_registry, adm
         agent.wait_serving(60)
         create_workload_tables(admin_cql, ks)
         run_workload(admin_cql, ks, 300)
-        topics = [f"{PREFIX}.raw.{ks}.r", f"{PREFIX}.raw.{ks}.ctr"]
+        topics = [f"{ks}.r", f"{ks}.ctr"]
         # published when the count holds still for 5 s (the node syncs CDC every second)
         last, still = -1, 0.0
         deadline = time.monotonic() + 180
@@ -233,7 +238,7 @@ def _refused(conf: dict[str, str], caplog: pytest.LogCaptureFixture) -> str:
     caplog.clear()
     with caplog.at_level(logging.ERROR, logger="shared.kafka_topics"), \
             pytest.raises(KafkaException):
-        TopicCreator(conf | {"log_level": 0}, 1, 1, timeout_s=5).ensure(f"{PREFIX}.raw.x.y")
+        TopicCreator(conf | {"log_level": 0}, 1, 1, timeout_s=5).ensure(raw_topic(PREFIX))
     return "\n".join(r.getMessage() for r in caplog.records)
 
 
@@ -254,16 +259,16 @@ def test_an_untrusted_certificate_is_refused_with_a_clear_message(locked, caplog
 
 
 def test_a_user_without_acls_is_refused(locked) -> None:
-    # `connect` may read event topics, not create raw ones
+    # `connect` may read event topics, not create a raw one
     with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
         TopicCreator(secure.client_config(locked, "connect"), 1, 1,
-                     timeout_s=10).ensure(f"{PREFIX}.raw.a.b")
+                     timeout_s=10).ensure(raw_topic(f"{PREFIX}.new"))
 
 
 def test_plaintext_gets_nothing_from_the_locked_listener(locked) -> None:
     with pytest.raises(KafkaException):
         TopicCreator({"bootstrap.servers": locked.bootstrap_servers, "log_level": 0}, 1, 1,
-                     timeout_s=5).ensure(f"{PREFIX}.raw.a.b")
+                     timeout_s=5).ensure(raw_topic(PREFIX))
 
 
 def test_print_config_of_the_publisher_hides_the_password(locked) -> None:
@@ -353,7 +358,7 @@ def test_snapshot_filler_and_flush_through_the_locked_doors(locked, admin_cql,
                  "--set", f"state.path={tmp_path / 'snapshot-state'}",
                  *(f for kv in _security_sets(locked, "publisher") for f in ("--set", kv))],
                 env={"CASSCADE_KAFKA__SECURITY__SASL_PASSWORD": kafka_pw})
-    assert _raw_count(locked, [f"{PREFIX}.raw.{ks}.t"]) == 40, said
+    assert _raw_count(locked, [f"{ks}.t"]) == 40, said
 
     said += _run(["ops", "filler", *_operator_sets(locked), "--rate", "5", "--blob-kb", "1",
                   "--ttl", "30", "--duration", "3"])
@@ -382,7 +387,7 @@ def test_a_refused_agent_keeps_its_position(locked, admin_cql, tmp_path) -> None
     def agent(password: str) -> AgentProcess:
         return _locked_agent(locked, tmp_path / "agent", 18191, password)
 
-    topic = f"{PREFIX}.raw.{ks}.t"
+    topic = f"{ks}.t"
     for k in range(30):
         admin_cql.execute(f"INSERT INTO {ks}.t (k, v) VALUES ({k}, 'while refused')")
     time.sleep(3)  # the node syncs CDC every second: the rows are in cdc_raw

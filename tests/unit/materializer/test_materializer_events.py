@@ -246,15 +246,6 @@ def test_event_json_reads_back_as_the_standard_library_would_write_it() -> None:
         dumps({"x": object()})
 
 
-def test_a_raw_topic_names_its_event_topic() -> None:
-    """`<prefix>.raw.<ks>.<table>` → `<prefix>.<ks>.<table>`, as the handler names it, even
-    for a prefix with dots of its own."""
-    from materializer.key_materializer import event_topic, event_topic_of_raw
-
-    assert event_topic_of_raw("casscade", "casscade.raw.shop.orders") == "casscade.shop.orders"
-    assert event_topic_of_raw("a.b", "a.b.raw.ks.t") == event_topic("a.b", "ks", "t")
-
-
 def test_a_column_the_capture_rules_leave_out_later_leaves_the_events_like_a_drop() -> None:
     """The publishers' capture rules changed to exclude `at` (and mask `note`): a schema
     version of its own, which later events follow like an ALTER TABLE (JSON and Avro)."""

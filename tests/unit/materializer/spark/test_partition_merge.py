@@ -15,10 +15,11 @@ from materializer.output.event_settings import EventSettings
 from materializer.spark.partition_job import TaskStores, merge
 from shared import rowupdate
 from shared.heartbeat import Heartbeat, encode_heartbeat
+from shared.topic_names import raw_key
 
 from support.events import NOW_MS, TABLE, Registry, i32
 
-TOPIC = "p.raw.shop.orders"
+TOPIC = "p.raw"
 
 
 def _ttl_row(pk: int, qty: int, ts_s: int, ttl_s: int) -> bytes:
@@ -42,7 +43,7 @@ def _run(root: Path, batch: int, now_ms: int, rows: list[tuple[int, bytes]]
     """One task of micro-batch `batch`: its events as (partition key, op), and its counts."""
     handler = KeyMaterializer(Registry(TABLE), EventSettings(), "p")
     arrow = pa.RecordBatch.from_pydict(
-        {"topic": [TOPIC] * len(rows), "key": [i32(pk) for pk, _ in rows],
+        {"topic": [TOPIC] * len(rows), "key": [raw_key(TABLE.id, i32(pk)) for pk, _ in rows],
          "value": [v for _, v in rows], "partition": [0] * len(rows),
          "offset": list(range(batch * 10, batch * 10 + len(rows)))})
     stores = TaskStores(root, batch, 60_000, now_ms)
@@ -84,7 +85,7 @@ def test_a_batch_of_two_kafka_partitions_merges_each_in_its_own_store(tmp_path) 
     rows += [(pk, part, v) for pk, part, v in rows]  # a second copy of each record
     handler = KeyMaterializer(Registry(TABLE), EventSettings(), "p")
     arrow = pa.RecordBatch.from_pydict(
-        {"topic": [TOPIC] * len(rows), "key": [i32(pk) for pk, _, _ in rows],
+        {"topic": [TOPIC] * len(rows), "key": [raw_key(TABLE.id, i32(pk)) for pk, _, _ in rows],
          "value": [v for _, _, v in rows], "partition": [p for _, p, _ in rows],
          "offset": list(range(len(rows)))})
     stores = TaskStores(tmp_path, 0, 60_000, NOW_MS)
@@ -166,16 +167,15 @@ def test_a_task_reads_every_changelog_end_it_may_need_at_once(tmp_path) -> None:
     """However many stores a task opens, it asks Kafka for the changelogs' ends once, and
     each store starts from the end read for it."""
     logs = _Logs()
-    topics = {f"cl.p.raw.shop.t{i}": 2 for i in range(5)}
+    topics = {"cl.p.raw": 6}
     stores = TaskStores(tmp_path, 0, 60_000, NOW_MS, logs, topics)  # type: ignore[arg-type]
     try:
-        for i in range(5):
-            for p in range(2):
-                stores.get(f"p.raw.shop.t{i}", p)
+        for p in range(6):
+            stores.get("p.raw", p)
     finally:
         stores.close()
     assert logs.ends_read == [topics]
-    assert len(logs.opened) == 10
+    assert len(logs.opened) == 6
     assert all(log.handed == 0 for log in logs.opened.values())
 
 
@@ -198,3 +198,56 @@ def test_a_task_counts_its_events_freshness_and_its_publishers_heartbeats(tmp_pa
     assert fresh[FRESHNESS_BUCKETS_S.index(5.0)] == 1  # in the (2 s, 5 s] bucket
     _events, later = _run(tmp_path, 1, (written_s + 4000) * 1000, [])
     assert later["stats"] is None  # the expiry's `d` is no write: no freshness
+
+
+def _rows_of(table: Any, pk: int, qty: int, ts_s: int) -> bytes:
+    """A row of `table` (the shop.orders columns) without a TTL."""
+    return rowupdate.encode({
+        "table_id": table.id.bytes, "keyspace": table.keyspace, "table": table.table,
+        "schema_hash": table.schema_hash, "partition_key": i32(pk), "clustering": [i32(1)],
+        "kind": "ROW", "shadowable": False, "range": None, "deletion": None,
+        "liveness": {"timestamp": ts_s * 1_000_000, "ttl": 0, "local_expiration_time": 0},
+        "cells": [{"column": "qty", "path": None, "value": i32(qty),
+                   "timestamp": ts_s * 1_000_000, "ttl": 0, "local_deletion_time": 0,
+                   "tombstone": False}],
+        "complex_deletions": [],
+        "source": {"host": "10.0.0.1", "datacenter": "dc1", "file": "CommitLog-7-5.log",
+                   "segment_id": 5, "position": 200 + qty, "index": 0,
+                   "commitlog_version": 7, "messaging_version": 12}})
+
+
+def test_two_tables_keys_in_one_partition_keep_their_own_state_and_topics(tmp_path) -> None:
+    """One raw partition holds every table's keys: equal partition keys of two tables are
+    two entries of the store (the table id leads the key), each with its own events and
+    event topic; a record whose key is not a raw key, or names another table, goes to the
+    dead-letter topic, and the rest flows on."""
+    import uuid
+    from dataclasses import replace
+
+    other = replace(TABLE, table="returns", id=uuid.UUID(int=43))
+    t0 = NOW_MS // 1000
+    handler = KeyMaterializer(Registry(TABLE, other), EventSettings(), "p")
+    rows = [(raw_key(TABLE.id, i32(7)), _rows_of(TABLE, 7, 1, t0)),
+            (raw_key(other.id, i32(7)), _rows_of(other, 7, 2, t0)),
+            (raw_key(TABLE.id, i32(7)), _rows_of(TABLE, 7, 3, t0 + 1)),
+            (i32(7), _rows_of(TABLE, 7, 4, t0 + 2)),  # no table id in the key
+            (raw_key(other.id, i32(8)), _rows_of(TABLE, 8, 5, t0 + 2))]  # another table's
+    arrow = pa.RecordBatch.from_pydict(
+        {"topic": [TOPIC] * len(rows), "key": [k for k, _ in rows],
+         "value": [v for _, v in rows], "partition": [0] * len(rows),
+         "offset": list(range(len(rows)))})
+    stores = TaskStores(tmp_path, 0, 60_000, NOW_MS)
+    try:
+        out = pa.Table.from_batches(list(merge(iter([arrow]), stores, handler, NOW_MS)))
+    finally:
+        stores.close()
+    got = [r for r in out.to_pylist()[:-1] if r["value"] is not None]
+    by_topic: dict[str, list[Any]] = {}
+    for r in got:
+        by_topic.setdefault(r["topic"], []).append(json.loads(r["value"]))
+    assert [(e["op"], e["after"]["qty"]) for e in by_topic["p.shop.orders"]] == [("c", 1),
+                                                                                 ("u", 3)]
+    assert [(e["op"], e["after"]["qty"]) for e in by_topic["p.shop.returns"]] == [("c", 2)]
+    dead = by_topic["p.materializer.dead-letter"]
+    assert len(dead) == 2 and [d["offset"] for d in dead] == [3, 4]
+    assert "not 4 bytes" in dead[0]["error"] and "shop.orders" in dead[1]["error"]

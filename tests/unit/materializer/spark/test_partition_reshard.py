@@ -4,19 +4,22 @@ partition count, and what a drain check counts as not processed."""
 from __future__ import annotations
 
 import struct
+import uuid
 
 from materializer.spark.partition_reshard import reshard_entries, undrained
+from materializer.store.layout import entry_key, page_key
 from shared.partitioner import crc32_partition
+from shared.topic_names import raw_key
 
 NEWEST = b"mnewest-batch"
 
 
-def _entry(pk: bytes) -> bytes:
-    return b"e" + b"s" + pk
+def _entry(key: bytes) -> bytes:
+    return b"e" + entry_key(key)
 
 
-def _page(pk: bytes, page: int) -> bytes:
-    return b"e" + b"p" + struct.pack(">q", page) + pk
+def _page(key: bytes, page: int) -> bytes:
+    return b"e" + page_key(page, key)
 
 
 def _expiry(pk: bytes, at_ms: int) -> bytes:
@@ -24,7 +27,8 @@ def _expiry(pk: bytes, at_ms: int) -> bytes:
 
 
 def test_each_write_goes_to_its_keys_new_partition_and_the_newest_batch_to_all() -> None:
-    keys = [struct.pack(">i", i) for i in range(40)]
+    # raw keys (table id + partition key) of two tables
+    keys = [raw_key(uuid.UUID(int=t), struct.pack(">i", i)) for t in (1, 2) for i in range(20)]
     old = {p: {NEWEST: struct.pack(">q", 7 + p)} for p in range(2)}
     for pk in keys:
         store = old[crc32_partition(pk, 2)]

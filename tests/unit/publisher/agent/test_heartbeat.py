@@ -27,22 +27,24 @@ def test_a_heartbeat_round_trips_and_is_told_from_a_row_update() -> None:
 class Sink:
     """What Heartbeats uses of KafkaSink, recording each produce."""
 
+    prefix = "p"
+
     def __init__(self) -> None:
         self.sent: list[tuple[str, int, bytes]] = []
         self.backlog = 0
         self.listed = 0
-        self.partitions = {"p.raw.ks.a": 2, "p.raw.ks.b": 3}
-        self.made: set[str] = set()
+        self.partitions = 0
+        self.made = False
 
     def in_flight(self) -> int:
         return self.backlog
 
-    def raw_topics_made(self) -> set[str]:
+    def raw_topic_made(self) -> bool:
         return self.made
 
-    def raw_partitions(self) -> dict[str, int]:
+    def raw_partitions(self) -> int:
         self.listed += 1
-        return dict(self.partitions)
+        return self.partitions
 
     def produce(self, topic: str, key: bytes, value: bytes, on_delivery: Any,
                 counted: bool = False, partition: int = -1) -> None:
@@ -50,14 +52,16 @@ class Sink:
         self.sent.append((topic, partition, key))
 
 
-def test_rounds_go_to_every_partition_at_their_interval_and_wait_for_kafka() -> None:
+def test_rounds_go_to_every_raw_partition_at_their_interval_and_wait_for_kafka() -> None:
     now = [100.0]
     sink = Sink()
     beats = Heartbeats(sink, "node-1", 5.0, Registry(), clock=lambda: now[0])  # type: ignore[arg-type]
-    assert beats.maybe_send({}) == 5
-    assert sorted(sink.sent) == [("p.raw.ks.a", 0, b"node-1"), ("p.raw.ks.a", 1, b"node-1"),
-                                 ("p.raw.ks.b", 0, b"node-1"), ("p.raw.ks.b", 1, b"node-1"),
-                                 ("p.raw.ks.b", 2, b"node-1")]
+    assert beats.maybe_send({}) == 0 and sink.listed == 1  # no raw topic yet: nothing to beat
+    sink.partitions, sink.made = 3, True  # this publisher made it: read at the next round
+    now[0] += 5
+    assert beats.maybe_send({}) == 3 and sink.listed == 2
+    assert sorted(sink.sent) == [("p.raw", 0, b"node-1"), ("p.raw", 1, b"node-1"),
+                                 ("p.raw", 2, b"node-1")]
     now[0] += 4.9
     assert beats.maybe_send({}) == 0  # not due
     now[0] += 0.1
@@ -65,15 +69,11 @@ def test_rounds_go_to_every_partition_at_their_interval_and_wait_for_kafka() -> 
     assert beats.maybe_send({}) == 0  # records wait for Kafka: this round is skipped
     sink.backlog = 0
     now[0] += 5
-    sink.partitions["p.raw.ks.c"] = 1  # a new table: seen when the list is read again
-    assert beats.maybe_send({}) == 5 and sink.listed == 1
+    sink.partitions = 5  # a reshard added partitions: seen when the count is read again
+    assert beats.maybe_send({}) == 3 and sink.listed == 2
     now[0] += TOPICS_EVERY_S
-    assert beats.maybe_send({}) == 6 and sink.listed == 2
-    sink.partitions["p.raw.ks.d"] = 2
-    sink.made = {"p.raw.ks.d"}  # this publisher made a raw topic: the list is read at once
-    now[0] += 5
-    assert beats.maybe_send({}) == 8 and sink.listed == 3
-    assert beats.sent.get() == 24
+    assert beats.maybe_send({}) == 5 and sink.listed == 3
+    assert beats.sent.get() == 11
 
 
 def test_no_rounds_when_the_interval_is_zero() -> None:

@@ -1,0 +1,80 @@
+"""Every Kafka topic name casscade uses, and the raw topic's record key: the one owner of both.
+
+The layout (docs/architecture.md "Raw records"):
+
+- `<prefix>.raw`: every captured table's raw records, one topic for a cluster, so its
+  partition count (and with it the materializer's tasks, stores and changelog partitions)
+  does not grow with the tables. Keyed by table id + partition key.
+- `<prefix>.schemas`: the table schemas the publishers decoded with (compacted).
+- `<prefix>.<keyspace>.<table>`: a table's change events (one topic per table, as
+  Debezium's consumers expect).
+- `<prefix>.changelog.<job id>`: the materializer's partition stores (compacted), one
+  partition per raw partition.
+- `<prefix>.materializer.dead-letter`, `<prefix>.avro-schemas`: the defaults of their
+  settings.
+
+Cassandra's keyspace and table names have no dots, so `<prefix>.raw.<keyspace>.<table>`
+(the per-table raw topics of an earlier casscade) cannot be taken for any name here; such
+topics are recognized, and refused by the materializer.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+TABLE_ID_SIZE = 16  # a raw key's leading table id (the UUID's 16 bytes)
+
+
+def raw_topic(prefix: str) -> str:
+    """`<prefix>.raw`: every captured table's raw records and the publishers' heartbeats."""
+    return f"{prefix}.raw"
+
+
+def raw_topic_regex(prefix: str) -> str:
+    """Java/Python regex matching exactly the raw topic (Spark subscribes by pattern, so a
+    raw topic made after the job started is read without a restart)."""
+    return re.escape(raw_topic(prefix))
+
+
+def per_table_raw_topics(prefix: str, topics: list[str] | set[str]) -> list[str]:
+    """The topics of `topics` that are raw topics of the old per-table layout
+    (`<prefix>.raw.<keyspace>.<table>`), sorted."""
+    old = re.compile(re.escape(raw_topic(prefix)) + r"\.[^.]+\.[^.]+")
+    return sorted(t for t in topics if old.fullmatch(t))
+
+
+def schema_topic(prefix: str) -> str:
+    """`<prefix>.schemas` (compacted; key = schema hash)."""
+    return f"{prefix}.schemas"
+
+
+def event_topic(prefix: str, keyspace: str, table: str) -> str:
+    """A table's change events: `<prefix>.<keyspace>.<table>`."""
+    return f"{prefix}.{keyspace}.{table}"
+
+
+def changelog_topic(prefix: str, job_id: str) -> str:
+    """The partition stores' changelog of materializer job `job_id`: `<prefix>.changelog.
+    <job id>` (a new checkpoint gets a new job id, so it never meets an old one's stores)."""
+    return f"{prefix}.changelog.{job_id}"
+
+
+def dead_letter_topic(prefix: str) -> str:
+    """The materializer's dead letters, unless `events.dead_letter_topic` names another."""
+    return f"{prefix}.materializer.dead-letter"
+
+
+def avro_schema_topic(prefix: str) -> str:
+    """Avro schemas by fingerprint (no registry), unless `events.avro_schema_topic` names
+    another."""
+    return f"{prefix}.avro-schemas"
+
+
+def raw_key(table_id: uuid.UUID | bytes, partition_key: bytes) -> bytes:
+    """A raw record's Kafka key: the table id's 16 bytes, then the partition key as Cassandra
+    serializes it. Every replica's copy of a write has the same key, so all of them land in
+    one partition; two tables' partitions with equal keys stay apart."""
+    tid = table_id.bytes if isinstance(table_id, uuid.UUID) else table_id
+    return tid + partition_key
+
