@@ -77,6 +77,9 @@ class CdcSettings:
     # an older segment without _cdc.idx counts as complete after it is unchanged this long
     unindexed_grace_s: int = 60
     unknown_retry_s: int = 30  # how often to retry mutations of unknown tables
+    # how often the schema is read again while the agent has nothing to read (a table dropped
+    # by a statement whose commit log segment never reached cdc_raw is found this way)
+    schema_refresh_s: int = 30
 
 
 @dataclass

@@ -19,6 +19,11 @@ TTL expiry: a task fires the due expiries of every store it opens, and the publi
 heartbeats (`shared.heartbeat`, skipped here before any merge) give every partition a
 record every few seconds, so an idle partition's expiries wait about that long.
 
+Dropped tables: a publisher that finds a captured table gone writes a table-dropped record
+(`shared.table_drop`) to every raw partition; the task that meets it frees the table's
+entries in its store once the batch's records are merged (`materializer.store.
+dropped_tables`), and leaves out the table's records of later batches.
+
 A raw topic that gains partitions: the job refuses to start until `casscade materializer
 reshard` has moved the stores with their keys (`materializer.spark.partition_reshard`).
 """
@@ -26,6 +31,7 @@ reshard` has moved the stores with their keys (`materializer.spark.partition_res
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -36,6 +42,7 @@ from materializer.key_materializer import KeyMaterializer, RawRecord, Result
 from materializer.output.event_settings import EventSettings
 from materializer.rules.pages import DEFAULT_PAGE_ROWS
 from materializer.spark.progress import PARTITION_METRICS, TaskStats
+from materializer.store.dropped_tables import DroppedTables
 from materializer.store.layout import (
     EXECUTOR_DIR,
     entry_key,
@@ -47,11 +54,13 @@ from materializer.store.layout import (
 from materializer.store.partition_store import PartitionStore
 from shared.heartbeat import HEARTBEAT_BYTE, decode_heartbeat
 from shared.rowupdate import COPY_KEY_SIZE, VERSION_BYTE
+from shared.table_drop import TABLE_DROP_BYTE, TableDrop, decode_table_drop
 from shared.topic_names import TABLE_ID_SIZE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+log = logging.getLogger(__name__)
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the local property Spark sets for a micro-batch
 METRICS = PARTITION_METRICS  # the name of the query's observed metrics
 # mapInArrow's output: events, plus one row per task (topic null) with its copy counts
@@ -84,6 +93,7 @@ class TaskStores:
         self.changelog_topics = changelog_topics or {}  # their ends are read at first use
         self._ends: dict[tuple[str, int], int] | None = None
         self.open: dict[tuple[str, int], PartitionStore] = {}
+        self.dropped: dict[tuple[str, int], DroppedTables] = {}  # each open store's
         self.stores_restored = self.writes_restored = 0
 
     def get(self, topic: str, partition: int) -> PartitionStore:
@@ -100,6 +110,7 @@ class TaskStores:
                 self.now_ms, changelog)
             self.stores_restored += store.restored > 0
             self.writes_restored += store.restored
+            self.dropped[(topic, partition)] = DroppedTables(store)
         return store
 
     def close(self) -> None:
@@ -199,6 +210,7 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
     """Arrow batches of raw records (topic, key, value, partition, offset) → Arrow batches of
     TASK_SCHEMA: the events, then one row of counts; the keys' state in `stores`."""
     by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
+    drops: dict[tuple[str, int], list[TableDrop]] = {}
     copies_in = dropped = 0
     stats = TaskStats()
     # a micro-batch's records of one key are merged in one call: how records fall into
@@ -214,6 +226,10 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
                         beat = decode_heartbeat(value)
                         stats.heartbeat(beat.host, beat.at_ms)
                     continue
+                if value and value[0] == TABLE_DROP_BYTE:  # freed after the merge, below
+                    copies_in -= 1
+                    _table_drop(drops, topic, part, offset, value)
+                    continue
                 # (a value of another format goes on, to the dead-letter topic)
                 if value[:1] == VERSION_BYTE and not first_copy(value[1:_COPY_KEY_END]):
                     dropped += 1
@@ -226,6 +242,9 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
                        for t, k, v in handler.reject(topic, key, records).outputs)
             continue
         store = stores.get(topic, part)
+        if stores.dropped[(topic, part)].dropped_before(key[:TABLE_ID_SIZE]):
+            stats.late += len(records)  # a lagging publisher's copies of a dropped table
+            continue
         blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
         result = handler.handle(topic, key[TABLE_ID_SIZE:], records, blob, schema_hash, now,
                                 _pages(store, key), key[:TABLE_ID_SIZE])
@@ -249,10 +268,24 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
                 # index entry is spent)
                 _apply(store, key, None, result)
                 out.extend((t, k, v, *_COUNTS) for t, k, v in result.outputs)
+    for where, table_drops in drops.items():
+        for drop in table_drops:
+            stats.drop(drop.name, stores.dropped[where].drop(drop.table_id.bytes))
     keys = sum(s.estimated_keys() for s in stores.open.values())
     out.append((None, None, None, copies_in, dropped, keys, len(stores.open),
                 stores.stores_restored, stores.writes_restored, stats.to_json()))
     yield _batch(out)
+
+
+def _table_drop(drops: dict[tuple[str, int], list[TableDrop]], topic: str, part: int,
+                offset: int, value: bytes) -> None:
+    """Note a table-dropped record for its partition's store (a damaged one: logged)."""
+    try:
+        drops.setdefault((topic, part), []).append(decode_table_drop(value))
+    except (ValueError, KeyError, TypeError) as exc:
+        log.error("a table-dropped record cannot be read; left out",
+                  extra={"topic": topic, "partition": part, "offset": offset,
+                         "error": str(exc)})
 
 
 def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], prefix: str,

@@ -2,8 +2,9 @@
 
 The driver feeds every new `StreamingQueryProgress` (its JSON form) to `ProgressMetrics`;
 `/metrics` then shows throughput, batch time, the partition stores, the Kafka lag of the
-raw topics, each table's freshness and each publisher's last heartbeat. The tasks count
-the last two in a `TaskStats` each, which reach the driver in the observed metrics.
+raw topic, each table's freshness, each publisher's last heartbeat and the state freed by
+dropped tables. The tasks count the last three in a `TaskStats` each, which reach the
+driver in the observed metrics.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ FRESHNESS_BUCKETS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
 
 
 class TaskStats:
-    """What one task saw: its events' freshness per table, its publishers' heartbeats."""
+    """What one task saw: its events' freshness per table, its publishers' heartbeats, the
+    entries it freed of dropped tables and their late records it left out."""
 
     def __init__(self) -> None:
         self.fresh: dict[str, list[float]] = {}  # table → counts per bucket (+Inf), then sum
         self.beats: dict[str, int] = {}  # publisher host → its newest heartbeat's clock (ms)
+        self.dropped: dict[str, int] = {}  # dropped table → store entries freed
+        self.late = 0  # records of tables dropped in an earlier batch, not merged
 
     def event(self, table: str, age_s: float) -> None:
         """An event of `table` written `age_s` after its change's write time."""
@@ -42,11 +46,18 @@ class TaskStats:
         if at_ms > self.beats.get(host, 0):
             self.beats[host] = at_ms
 
+    def drop(self, table: str, entries: int) -> None:
+        """`table` was dropped: `entries` of its store entries freed in this task."""
+        self.dropped[table] = self.dropped.get(table, 0) + entries
+
     def to_json(self) -> str | None:
         """The task's stats for the observed metrics (None: nothing seen)."""
-        if not self.fresh and not self.beats:
+        if not self.fresh and not self.beats and not self.dropped and not self.late:
             return None
-        return json.dumps({"fresh": self.fresh, "beats": self.beats}, separators=(",", ":"))
+        body: dict[str, Any] = {"fresh": self.fresh, "beats": self.beats}
+        if self.dropped or self.late:
+            body |= {"dropped": self.dropped, "late": self.late}
+        return json.dumps(body, separators=(",", ":"))
 
 
 class ProgressMetrics:
@@ -90,6 +101,13 @@ class ProgressMetrics:
             _P + "heartbeat_age_seconds",
             "Seconds since the newest heartbeat of each publisher (host) the job has read, by "
             "that publisher's clock", ("host",))
+        self.dropped_entries = r.counter(
+            _P + "dropped_table_entries_total",
+            "Partition store entries (a key's state, a page of its rows) freed because their "
+            "table was dropped, per table", ("table",))
+        self.dropped_late = r.counter(
+            _P + "dropped_table_records_total",
+            "Raw records of a table dropped in an earlier micro-batch, left out of the merge")
         self.heartbeats: dict[str, int] = {}  # host → newest heartbeat's clock (ms)
         r.on_scrape(self._heartbeat_ages)
         self.seen: int = -1
@@ -144,6 +162,12 @@ class ProgressMetrics:
             self.freshness.add([int(n) for n in counts[:-1]], float(counts[-1]), table)
         for host, at_ms in (stats.get("beats") or {}).items():
             self.heartbeats[host] = max(self.heartbeats.get(host, 0), int(at_ms))
+        for table, entries in (stats.get("dropped") or {}).items():
+            self.dropped_entries.inc(int(entries), table)
+            if entries:
+                log.info("a dropped table's state freed", extra={"table": table,
+                                                                "entries": int(entries)})
+        self.dropped_late.inc(int(stats.get("late") or 0))
         self._heartbeat_ages()
 
     def _heartbeat_ages(self) -> None:

@@ -48,6 +48,11 @@ def page_key(page: int, raw_key: bytes) -> bytes:
     return PAGE + raw_key[:TABLE_ID_SIZE] + _PAGE_ID.pack(page) + raw_key[TABLE_ID_SIZE:]
 
 
+def table_prefixes(table_id: bytes) -> tuple[bytes, bytes]:
+    """The store key prefixes of one table's entries and pages (what its drop frees)."""
+    return ENTRY + table_id, PAGE + table_id
+
+
 def raw_key_of(store_key: bytes) -> bytes:
     """The raw record key (table id + partition key) a store key belongs to: an entry's or a
     page's."""

@@ -43,6 +43,7 @@ _BATCH = struct.Struct(">q")
 _SLOT = struct.Struct(">I")
 _ENTRY, _COPY, _EXPIRY, _META = b"e", b"c", b"x", b"m"
 _NEWEST = _META + b"newest-batch"
+_RECORD = _META + b"r/"  # the records of wrappers (materializer.store.dropped_tables)
 _MARK = b"l"  # (local only) the changelog end this store matched when it last closed, and when
 _MARK_VALUE = struct.Struct(">qq")  # changelog end, wall clock ms
 # a store whose mark is older than this is rebuilt, not caught up: compaction may have
@@ -277,6 +278,44 @@ class PartitionStore:
             self._delete(_ENTRY + key)
         else:
             self._put(_ENTRY + key, _pack(self.batch, value, before))
+
+    def entry_keys(self, prefix: bytes) -> list[bytes]:
+        """The keys of every entry whose key starts with `prefix`, as the store has them now
+        (this attempt's writes not included)."""
+        it = self._db.iter()
+        start = _ENTRY + prefix
+        it.seek(start)
+        keys = []
+        while it.valid() and it.key().startswith(start):
+            keys.append(it.key()[1:])
+            it.next()
+        del it
+        return keys
+
+    def forget(self, key: bytes) -> None:
+        """Remove an entry with no before value to keep: one a committed batch removed (`put`
+        None keeps the value before it, for a replay)."""
+        self._delete(_ENTRY + key)
+
+    def record(self, name: bytes) -> bytes | None:
+        """A record of the store's own under `name` (a wrapper's bookkeeping)."""
+        return self._db.get(_RECORD + name)
+
+    def records(self, prefix: bytes) -> dict[bytes, bytes]:
+        """The store's own records whose names start with `prefix`, by name."""
+        it = self._db.iter()
+        start = _RECORD + prefix
+        it.seek(start)
+        found = {}
+        while it.valid() and it.key().startswith(start):
+            found[it.key()[len(_RECORD):]] = it.value()
+            it.next()
+        del it
+        return found
+
+    def set_record(self, name: bytes, value: bytes) -> None:
+        """Write a record of the store's own (to the changelog too)."""
+        self._put(_RECORD + name, value)
 
     def first_copy(self, digest: bytes) -> bool:
         """Whether a record with this copy digest is seen for the first time within the

@@ -33,6 +33,7 @@ from publisher.agent.heartbeats import Heartbeats
 from publisher.agent.offset_store import OffsetStore, SegmentState
 from publisher.agent.record_writer import RecordWriter
 from publisher.agent.splitter import SourceInfo
+from publisher.agent.table_drops import TableDrops
 from publisher.commitlog.errors import CommitLogError
 from publisher.commitlog.reader import CommitLogReader
 from publisher.commitlog.schema_source import SchemaSource
@@ -112,6 +113,8 @@ class Agent:
                               "Mutations kept back (unknown table or damage); segment kept")
         self.heartbeats = Heartbeats(sink, config.node.host, config.kafka.heartbeat_interval_s,
                                      metrics)
+        self.drops = TableDrops(sink, schema, config.node.host, config.cdc.schema_refresh_s,
+                                metrics)
         self.seen: set[int] = set()
         self.acked_retired = 0  # acks counted by trackers of segments already retired
         metrics.on_scrape(self._count_acks)
@@ -167,6 +170,7 @@ class Agent:
                 # whose reading stopped at the batch limit (it goes on next pass).
                 break
         self.heartbeats.maybe_send(self.current)
+        self.drops.maybe_announce(idle=not busy)
         self.sink.poll(0)
         if time.monotonic() - self.last_save > self.config.state.flush_interval_ms / 1000:
             self.save()

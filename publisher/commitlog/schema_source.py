@@ -24,6 +24,10 @@ class SchemaSource(Protocol):
         """Re-read the source; True when that worked (the cache is then current)."""
         ...
 
+    def dropped(self) -> dict[uuid.UUID, TableSchema]:
+        """Tables a refresh found gone from the source (dropped) since it first saw them."""
+        ...
+
 
 class FileSchemaSource:
     """Schemas from a JSON schema file (format in shared/schema.py and docs/commitlog-dump.md)."""
@@ -52,6 +56,10 @@ class FileSchemaSource:
         self._text = text
         return True
 
+    def dropped(self) -> dict[uuid.UUID, TableSchema]:
+        """None: a schema file says what exists, not what was dropped."""
+        return {}
+
 
 class CassandraSchemaSource:
     """Schemas read from a node's system_schema tables through cassandra-driver.
@@ -63,6 +71,8 @@ class CassandraSchemaSource:
     def __init__(self, session: Any) -> None:
         self.session = session
         self.tables: dict[uuid.UUID, TableSchema] = {}
+        self.live: set[uuid.UUID] = set()  # the tables the last refresh read
+        self._dropped: dict[uuid.UUID, TableSchema] = {}
         if not self.refresh():
             raise ConnectionError("could not read system_schema from Cassandra")
 
@@ -79,12 +89,21 @@ class CassandraSchemaSource:
                         len(self.tables), exc)
             return False
         fresh = catalog_from_json(doc)
+        for table_id in self.live - set(fresh):
+            self._dropped[table_id] = self.tables[table_id]
+        self.live = set(fresh)
         # Keep tables that disappeared (dropped): mutations written before the drop are still
         # in the commit log and decode with the last schema seen.
         for table_id, table in self.tables.items():
             fresh.setdefault(table_id, table)
         self.tables = fresh
         return True
+
+    def dropped(self) -> dict[uuid.UUID, TableSchema]:
+        """Tables a refresh found gone that an earlier one read (not those dropped before this
+        source first read the schema: their drop was announced then, or nothing of theirs is
+        left to free)."""
+        return dict(self._dropped)
 
 
 def read_system_schema(session: Any) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 import uuid
 
+from shared import rowupdate
 from shared.schema import TableSchema, table_from_json
 
 TABLE = table_from_json({
@@ -34,3 +35,20 @@ class Registry:
 
 def i32(v: int) -> bytes:
     return struct.pack(">i", v)
+
+
+def row_of(table: TableSchema, pk: int, qty: int, ts_s: int) -> bytes:
+    """The raw value of an INSERT of row (pk, 1) of `table` (TABLE's columns) with `qty`,
+    written at `ts_s`, without a TTL."""
+    return rowupdate.encode({
+        "table_id": table.id.bytes, "keyspace": table.keyspace, "table": table.table,
+        "schema_hash": table.schema_hash, "partition_key": i32(pk), "clustering": [i32(1)],
+        "kind": "ROW", "shadowable": False, "range": None, "deletion": None,
+        "liveness": {"timestamp": ts_s * 1_000_000, "ttl": 0, "local_expiration_time": 0},
+        "cells": [{"column": "qty", "path": None, "value": i32(qty),
+                   "timestamp": ts_s * 1_000_000, "ttl": 0, "local_deletion_time": 0,
+                   "tombstone": False}],
+        "complex_deletions": [],
+        "source": {"host": "10.0.0.1", "datacenter": "dc1", "file": "CommitLog-7-5.log",
+                   "segment_id": 5, "position": 200 + qty, "index": 0,
+                   "commitlog_version": 7, "messaging_version": 12}})

@@ -17,7 +17,7 @@ from shared import rowupdate
 from shared.heartbeat import Heartbeat, encode_heartbeat
 from shared.topic_names import raw_key
 
-from support.events import NOW_MS, TABLE, Registry, i32
+from support.events import NOW_MS, TABLE, Registry, i32, row_of
 
 TOPIC = "p.raw"
 
@@ -200,22 +200,6 @@ def test_a_task_counts_its_events_freshness_and_its_publishers_heartbeats(tmp_pa
     assert later["stats"] is None  # the expiry's `d` is no write: no freshness
 
 
-def _rows_of(table: Any, pk: int, qty: int, ts_s: int) -> bytes:
-    """A row of `table` (the shop.orders columns) without a TTL."""
-    return rowupdate.encode({
-        "table_id": table.id.bytes, "keyspace": table.keyspace, "table": table.table,
-        "schema_hash": table.schema_hash, "partition_key": i32(pk), "clustering": [i32(1)],
-        "kind": "ROW", "shadowable": False, "range": None, "deletion": None,
-        "liveness": {"timestamp": ts_s * 1_000_000, "ttl": 0, "local_expiration_time": 0},
-        "cells": [{"column": "qty", "path": None, "value": i32(qty),
-                   "timestamp": ts_s * 1_000_000, "ttl": 0, "local_deletion_time": 0,
-                   "tombstone": False}],
-        "complex_deletions": [],
-        "source": {"host": "10.0.0.1", "datacenter": "dc1", "file": "CommitLog-7-5.log",
-                   "segment_id": 5, "position": 200 + qty, "index": 0,
-                   "commitlog_version": 7, "messaging_version": 12}})
-
-
 def test_two_tables_keys_in_one_partition_keep_their_own_state_and_topics(tmp_path) -> None:
     """One raw partition holds every table's keys: equal partition keys of two tables are
     two entries of the store (the table id leads the key), each with its own events and
@@ -227,11 +211,11 @@ def test_two_tables_keys_in_one_partition_keep_their_own_state_and_topics(tmp_pa
     other = replace(TABLE, table="returns", id=uuid.UUID(int=43))
     t0 = NOW_MS // 1000
     handler = KeyMaterializer(Registry(TABLE, other), EventSettings(), "p")
-    rows = [(raw_key(TABLE.id, i32(7)), _rows_of(TABLE, 7, 1, t0)),
-            (raw_key(other.id, i32(7)), _rows_of(other, 7, 2, t0)),
-            (raw_key(TABLE.id, i32(7)), _rows_of(TABLE, 7, 3, t0 + 1)),
-            (i32(7), _rows_of(TABLE, 7, 4, t0 + 2)),  # no table id in the key
-            (raw_key(other.id, i32(8)), _rows_of(TABLE, 8, 5, t0 + 2))]  # another table's
+    rows = [(raw_key(TABLE.id, i32(7)), row_of(TABLE, 7, 1, t0)),
+            (raw_key(other.id, i32(7)), row_of(other, 7, 2, t0)),
+            (raw_key(TABLE.id, i32(7)), row_of(TABLE, 7, 3, t0 + 1)),
+            (i32(7), row_of(TABLE, 7, 4, t0 + 2)),  # no table id in the key
+            (raw_key(other.id, i32(8)), row_of(TABLE, 8, 5, t0 + 2))]  # another table's
     arrow = pa.RecordBatch.from_pydict(
         {"topic": [TOPIC] * len(rows), "key": [k for k, _ in rows],
          "value": [v for _, v in rows], "partition": [0] * len(rows),

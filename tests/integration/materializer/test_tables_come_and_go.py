@@ -1,0 +1,90 @@
+"""Tables that come and go while the publisher and the job run, with their defaults: a table
+created mid-stream streams with no restart and no new raw topic; a dropped table's keys'
+state is freed in the partition stores (counted on /metrics) while the others stream on."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from devstack.settings import StackSettings
+from shared.topic_names import raw_topic
+
+from support.materializer_harness import (
+    kill_group,
+    materializer_command,
+    read_events,
+    start_materializer,
+)
+from support.publisher_harness import AgentProcess
+from support.services import free_port, http_get, wait_until
+
+pytestmark = pytest.mark.integration
+ROWS = 40
+
+
+def _events(stack: StackSettings, topic: str) -> list[dict]:
+    try:
+        return [v for *_, v in read_events(stack.bootstrap_servers, topic, 5) if v]
+    except AssertionError:  # no topic yet
+        return []
+
+
+def _metric(port: int, name: str) -> float | None:
+    status, body = http_get(port, "/metrics")
+    found = re.search(rf"^{re.escape(name)} (\S+)$", body, re.M) if status == 200 else None
+    return float(found.group(1)) if found else None
+
+
+def test_a_table_made_and_one_dropped_while_running(stack, cql, tmp_path: Path) -> None:
+    ks = f"cg_{uuid.uuid4().hex[:8]}"
+    cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
+                "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    cql.execute(f"CREATE TABLE {ks}.gone (k int PRIMARY KEY, v text) WITH cdc = true")
+    agent = AgentProcess(stack, stack, tmp_path / "agent", http_port=free_port(),
+                         sections={"cdc": {"schema_refresh_s": 2}})
+    port = free_port()
+    agent.start()
+    job = None
+    log = tmp_path / "job.log"
+    try:
+        agent.wait_serving(60)
+        for k in range(ROWS):
+            cql.execute(f"INSERT INTO {ks}.gone (k, v) VALUES ({k}, 'v{k}')")
+        job = start_materializer(materializer_command(
+            stack, agent.prefix, tmp_path / "checkpoint", f"http.port={port}",
+            available_now=False), log)
+        gone = f"{agent.prefix}.{ks}.gone"
+        wait_until(lambda: len(_events(stack, gone)) >= ROWS, 300, "the first table's events")
+        # a table made while both run: its events come, through the same raw topic
+        cql.execute(f"CREATE TABLE {ks}.new (k int PRIMARY KEY, v text) WITH cdc = true")
+        for k in range(ROWS):
+            cql.execute(f"INSERT INTO {ks}.new (k, v) VALUES ({k}, 'n{k}')")
+        new = f"{agent.prefix}.{ks}.new"
+        wait_until(lambda: len(_events(stack, new)) >= ROWS, 120, "the new table's events")
+        topics = AdminClient({"bootstrap.servers": stack.bootstrap_servers}).list_topics(
+            timeout=10).topics
+        # one raw topic and one changelog, whatever the tables
+        assert [t for t in topics if t.startswith(raw_topic(agent.prefix))] == [
+            raw_topic(agent.prefix)]
+        assert len([t for t in topics if t.startswith(f"{agent.prefix}.changelog.")]) == 1
+
+        # the first table dropped: every key's state freed (one entry each), counted
+        cql.execute(f"DROP TABLE {ks}.gone")
+        freed = f'casscade_materializer_dropped_table_entries_total{{table="{ks}.gone"}}'
+        wait_until(lambda: (_metric(port, freed) or 0) >= ROWS, 120,
+                   "the dropped table's state freed")
+        assert _metric(port, freed) == ROWS
+        # the other table streams on
+        cql.execute(f"UPDATE {ks}.new SET v = 'later' WHERE k = 0")
+        wait_until(lambda: any(e["op"] == "u" for e in _events(stack, new)), 120,
+                   "an event after the drop")
+        assert job.poll() is None, log.read_text()[-3000:]
+    finally:
+        if job is not None:
+            kill_group(job)
+        assert agent.stop() == 0
