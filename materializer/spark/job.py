@@ -215,23 +215,34 @@ def raw_partitions(kafka: dict[str, str], prefix: str) -> dict[str, int]:
     return {} if raw is None or raw.error is not None else {raw.topic: len(raw.partitions)}
 
 
-def known_tables(kafka: dict[str, str], prefix: str) -> list[tuple[str, str]]:
+def known_tables(kafka: dict[str, str], prefix: str, wait_s: float = 60.0
+                 ) -> list[tuple[str, str]]:
     """(keyspace, table) of every table the schema topic names (none while it does not
-    exist)."""
+    exist). A broker that does not serve the topic yet (one just restarted: the query's
+    restart follows it) is asked again for up to `wait_s`; then none, with a warning: the
+    workers make each table's event topic when they meet it."""
     import json
+    import time
 
     from confluent_kafka import KafkaException
 
-    tables = set()
-    try:
-        for msg in read_to_end(kafka, topic_names.schema_topic(prefix)):
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                body = json.loads(msg.value())
-                tables.add((str(body["keyspace"]), str(body["table"])))
-    except KafkaException as exc:
-        if "not found" not in str(exc):
-            raise
-    return sorted(tables)
+    deadline = time.monotonic() + wait_s
+    while True:
+        tables = set()
+        try:
+            for msg in read_to_end(kafka, topic_names.schema_topic(prefix)):
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    body = json.loads(msg.value())
+                    tables.add((str(body["keyspace"]), str(body["table"])))
+            return sorted(tables)
+        except KafkaException as exc:
+            if "not found" in str(exc):
+                return []
+            if time.monotonic() >= deadline:
+                log.warning("the schema topic could not be read; event topics are made as "
+                            "their tables are met", extra={"error": str(exc)})
+                return []
+            time.sleep(1)
 
 
 def create_event_topics(cfg: MaterializerConfig) -> list[str]:
