@@ -50,15 +50,17 @@ def tree_cpu_s(pid: int) -> float:
 
 def python_workers_cpu_s() -> float:
     """CPU seconds (user + system) of every PySpark Python worker on this machine so far:
-    the `pyspark.daemon` processes, their living workers, and the workers they have reaped
-    (a parent's cutime/cstime). Sample it before the application stops: its workers go
-    with its executors."""
+    the daemon processes (PySpark's `pyspark.daemon`, or the job's own
+    `materializer.spark.pyspark_daemon`), their living workers, and the workers they have
+    reaped (a parent's cutime/cstime). Sample it before the application stops: its workers
+    go with its executors."""
     total = 0.0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if b"pyspark.daemon" not in (entry / "cmdline").read_bytes():
+            cmdline = (entry / "cmdline").read_bytes()
+            if b"pyspark.daemon" not in cmdline and b"pyspark_daemon" not in cmdline:
                 continue
             fields = _stat(int(entry.name))
         except (FileNotFoundError, ProcessLookupError):

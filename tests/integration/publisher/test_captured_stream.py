@@ -79,9 +79,11 @@ def test_masked_and_excluded_values_never_reach_kafka_and_events_equal_select(
         # the raw topic: no audit record, and no clear value of a masked or excluded column
         records = [m.value() for m in read_to_end(stack.bootstrap_servers, raw_topic(prefix))
                    if not is_heartbeat(m.value())]
-        tables = {(r["keyspace"], r["table"]) for r in map(read_row_update, records)}
-        assert tables == {(ks, "people")}, tables
-        raw = b"".join(records)
+        decoded = [read_row_update(v) for v in records]
+        # (the copy may hold other tests' late writes: only this keyspace's are judged)
+        tables = {r["table"] for r in decoded if r["keyspace"] == ks}
+        assert tables == {"people"}, tables
+        raw = b"".join(v for v, r in zip(records, decoded, strict=True) if r["keyspace"] == ks)
         for n in (*range(ROWS), *range(1000, 1000 + ROWS)):
             for clear in (_email(n), _note(n)):
                 assert clear.encode() not in raw, clear
