@@ -45,6 +45,9 @@ CORES = int(os.environ.get("TABLES_CORES", "2"))
 PER_BATCH = int(os.environ.get("TABLES_BATCH", "200000"))  # the job's default
 COUNTS = [int(n) for n in os.environ.get("TABLES_COUNTS", "1,20,100").split(",")]
 MODES = os.environ.get("TABLES_MODES", "kafka-floor,partition").split(",")
+# partitions of each table's output topic, the job's (events.partitions: its default 6) and
+# the floors' alike; a list runs every count of tables with each
+EVENT_PARTITIONS = [int(n) for n in os.environ.get("TABLES_EVENT_PARTITIONS", "6").split(",")]
 # BENCH_MASTER (spark_runs): a cluster instead of local[TABLES_CORES]; give TABLES_CORES its
 # executors' cores
 MASTER = spark_master(CORES)
@@ -56,19 +59,21 @@ def tables(count: int) -> list[TableSchema]:
     return [replace(TABLE, table=f"t{i}", id=uuid.UUID(int=i + 1)) for i in range(count)]
 
 
-def publish(bootstrap: str, prefix: str, schemas: list[TableSchema], seed: int = 3) -> int:
+def publish(bootstrap: str, prefix: str, schemas: list[TableSchema], seed: int = 3,
+            out_partitions: int = 6) -> int:
     """CHANGES changes round-robin over `schemas`, three shuffled copies each, into a fresh
-    raw topic (the floors' output topics made too: each table's, and <prefix>.floor.all):
-    the copies sent."""
+    raw topic (the floors' output topics made too, of `out_partitions` each: each table's,
+    and <prefix>.floor.all): the copies sent."""
     creator = TopicCreator(bootstrap, PARTITIONS, 1)
     schema_topic, raw_topic = topic_names.schema_topic(prefix), topic_names.raw_topic(prefix)
     creator.ensure(schema_topic)
     creator.ensure(raw_topic)
-    creator.ensure(f"{prefix}.floor.all")
+    outputs = TopicCreator(bootstrap, out_partitions, 1)
+    outputs.ensure(f"{prefix}.floor.all")
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
                          "queue.buffering.max.messages": 1_000_000})
     for t in schemas:
-        creator.ensure(floor_topic(prefix, t.id.bytes))
+        outputs.ensure(floor_topic(prefix, t.id.bytes))
         producer.produce(schema_topic, key=t.schema_hash.encode(), value=schema_record(t))
     assert producer.flush(60) == 0
     rng = random.Random(seed)
@@ -95,59 +100,60 @@ def publish(bootstrap: str, prefix: str, schemas: list[TableSchema], seed: int =
 
 def test_bench_many_tables(stack, tmp_path: Path) -> None:
     """Changes/s per core with 1, 20 and 100 tables, the job beside Spark's Kafka floor."""
-    results: dict[tuple[str, int], float] = {}
-    steadies: dict[tuple[str, int], float] = {}  # over the batches after the first
-    for count in COUNTS:
+    results: dict[tuple[str, int, int], float] = {}  # (mode, tables, event partitions)
+    steadies: dict[tuple[str, int, int], float] = {}  # over the batches after the first
+    for count, parts, mode in ((c, p, m) for c in COUNTS for p in EVENT_PARTITIONS
+                               for m in MODES):
         schemas = tables(count)
-        for mode in MODES:
-            prefix = f"tables{uuid.uuid4().hex[:6]}"
-            sent = publish(stack.bootstrap_servers, prefix, schemas)
-            assert sent == 3 * CHANGES
-            observed: list = []
-            details: list = []
-            python_cpu: list = []
-            started = time.monotonic()
-            progress = run_job(stack, mode, CORES, prefix, tmp_path / f"ckpt-{prefix}",
-                               PER_BATCH, details=details, observed=observed,
-                               python_cpu=python_cpu)
-            wall = time.monotonic() - started
-            assert sum(n for n, _ in progress) == sent
-            whole = sum(ms for _, ms in progress) / 1000
-            steady = sum(ms for _, ms in progress[1:]) / 1000
-            per_core = CHANGES / whole / CORES
-            results[(mode, count)] = per_core
-            line = (f"\n{mode}, {count} table(s) in one raw topic of {PARTITIONS} partitions, "
-                    f"{MASTER}: "
-                    f"{CHANGES:,} changes ({sent:,} copies) in {len(progress)} batches, "
-                    f"{whole:.1f}s of batches ({wall:.1f}s with start-up) = "
-                    f"{per_core:,.0f} changes/s per core")
-            if len(progress) > 1:
-                rows = sum(n for n, _ in progress[1:])
-                steadies[(mode, count)] = rows / 3 / steady / CORES
-                line += f"; steady {steadies[(mode, count)]:,.0f} per core"
-                floor_steady = steadies.get(("kafka-floor", count))
-                if floor_steady and "floor" not in mode:
-                    line += f" ({steadies[(mode, count)] / floor_steady:.0%} of the floor's)"
-            one, floor = results.get((mode, COUNTS[0])), results.get(("kafka-floor", count))
-            if one and count != COUNTS[0]:
-                line += f"; {per_core / one:.0%} of {COUNTS[0]} table(s)"
-            if floor and "floor" not in mode:
-                line += f"; {per_core / floor:.0%} of the floor"
-            line += f"; Python workers {python_cpu[0]:.1f} CPU-s"
-            print(line)
-            for i, (rows, ms) in enumerate(progress):
-                parts = observed[i].get("partition_state", {}) if i < len(observed) else {}
-                extra = (f", {parts.get('tasks')} tasks, {parts.get('stores_opened')} stores "
-                         f"opened" if parts else "")
-                spans = ", ".join(f"{k} {v / 1000:.1f}s" for k, v in sorted(
-                    details[i].get("durationMs", {}).items()) if v >= 100)
-                print(f"  batch {i}: {rows:,} copies in {ms / 1000:.1f}s, "
-                      f"{_ranges(details[i])} topic-partitions with records{extra} ({spans})")
-            if "floor" not in mode:
-                events = sum(1 for t in schemas for m in read_to_end(
-                    stack.bootstrap_servers, topic_names.event_topic(prefix, t.keyspace, t.table))
-                    if m.value() is not None)
-                assert events == CHANGES, (mode, count, events)
+        prefix = f"tables{uuid.uuid4().hex[:6]}"
+        sent = publish(stack.bootstrap_servers, prefix, schemas, out_partitions=parts)
+        assert sent == 3 * CHANGES
+        observed: list = []
+        details: list = []
+        python_cpu: list = []
+        started = time.monotonic()
+        progress = run_job(stack, mode, CORES, prefix, tmp_path / f"ckpt-{prefix}",
+                           PER_BATCH, details=details, observed=observed,
+                           python_cpu=python_cpu, event_partitions=parts)
+        wall = time.monotonic() - started
+        assert sum(n for n, _ in progress) == sent
+        whole = sum(ms for _, ms in progress) / 1000
+        steady = sum(ms for _, ms in progress[1:]) / 1000
+        per_core = CHANGES / whole / CORES
+        results[(mode, count, parts)] = per_core
+        line = (f"\n{mode}, {count} table(s) in one raw topic of {PARTITIONS} partitions, "
+                f"{parts} partitions per output topic, {MASTER}: "
+                f"{CHANGES:,} changes ({sent:,} copies) in {len(progress)} batches, "
+                f"{whole:.1f}s of batches ({wall:.1f}s with start-up) = "
+                f"{per_core:,.0f} changes/s per core")
+        if len(progress) > 1:
+            rows = sum(n for n, _ in progress[1:])
+            steadies[(mode, count, parts)] = rows / 3 / steady / CORES
+            line += f"; steady {steadies[(mode, count, parts)]:,.0f} per core"
+            floor_steady = steadies.get(("kafka-floor", count, parts))
+            if floor_steady and "floor" not in mode:
+                line += f" ({steadies[(mode, count, parts)] / floor_steady:.0%} of the floor's)"
+        one = results.get((mode, COUNTS[0], parts))
+        floor = results.get(("kafka-floor", count, parts))
+        if one and count != COUNTS[0]:
+            line += f"; {per_core / one:.0%} of {COUNTS[0]} table(s)"
+        if floor and "floor" not in mode:
+            line += f"; {per_core / floor:.0%} of the floor"
+        line += f"; Python workers {python_cpu[0]:.1f} CPU-s"
+        print(line)
+        for i, (rows, ms) in enumerate(progress):
+            parts = observed[i].get("partition_state", {}) if i < len(observed) else {}
+            extra = (f", {parts.get('tasks')} tasks, {parts.get('stores_opened')} stores "
+                     f"opened" if parts else "")
+            spans = ", ".join(f"{k} {v / 1000:.1f}s" for k, v in sorted(
+                details[i].get("durationMs", {}).items()) if v >= 100)
+            print(f"  batch {i}: {rows:,} copies in {ms / 1000:.1f}s, "
+                  f"{_ranges(details[i])} topic-partitions with records{extra} ({spans})")
+        if "floor" not in mode:
+            events = sum(1 for t in schemas for m in read_to_end(
+                stack.bootstrap_servers, topic_names.event_topic(prefix, t.keyspace, t.table))
+                if m.value() is not None)
+            assert events == CHANGES, (mode, count, events)
 
 
 def _ranges(detail: dict) -> int:

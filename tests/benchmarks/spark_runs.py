@@ -50,6 +50,8 @@ if api.startswith("jvm-floor"):  # its shuffle and state store, which the job no
 if os.environ.get("BENCH_DEDUPE_S"):
     cfg.spark.dedupe_window_s = int(os.environ["BENCH_DEDUPE_S"])
 cfg.events.format = FORMAT  # the events' encoding
+if os.environ.get("BENCH_EVENT_PARTITIONS"):
+    cfg.events.partitions = int(os.environ["BENCH_EVENT_PARTITIONS"])
 if os.environ.get("BENCH_EXTRA_CP"):  # local mode: the driver's class path is the executor's
     cfg.spark.conf["spark.driver.extraClassPath"] = os.environ["BENCH_EXTRA_CP"]
 for item in filter(None, os.environ.get("BENCH_SPARK_CONF", "").split(";")):
@@ -99,17 +101,20 @@ def run_job(stack: StackSettings, api: str, cores: int, prefix: str, ckpt: Path,
             per_batch: int, *extra: str, dedupe_s: int | None = None,
             details: list[dict] | None = None, observed: list[dict] | None = None,
             master: str | None = None,
-            python_cpu: list[float] | None = None) -> list[tuple[int, int]]:
+            python_cpu: list[float] | None = None,
+            event_partitions: int | None = None) -> list[tuple[int, int]]:
     """Query `api` (RUN: the job or a floor) over what the raw topic holds now: (rows, ms)
     of each non-empty batch; `extra`: the state's page rows (spark.state_page_rows);
     `dedupe_s`: spark.dedupe_window_s (default: the job's own);
     `details` gets each such batch's durations (ms) and state operators' metrics (only
     jvm-floor has any) from Spark's progress report, `observed` its observed metrics,
     `python_cpu` the CPU seconds its Python workers used over the run (start included);
-    `master`: a cluster's (default: spark_master(cores))."""
+    `master`: a cluster's (default: spark_master(cores)); `event_partitions`: the event
+    topics' (events.partitions; default: the job's own)."""
     here = Path(__file__).parent
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), os.getcwd()]),
-               BENCH_DEDUPE_S="" if dedupe_s is None else str(dedupe_s))
+               BENCH_DEDUPE_S="" if dedupe_s is None else str(dedupe_s),
+               BENCH_EVENT_PARTITIONS="" if event_partitions is None else str(event_partitions))
     out = subprocess.run([sys.executable, "-c", RUN, api, str(cores),
                           master or spark_master(cores), stack.bootstrap_servers, prefix,
                           str(ckpt), str(per_batch), *extra],

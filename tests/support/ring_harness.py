@@ -304,30 +304,32 @@ def without_replays(events: list[tuple[int, int, dict, dict | None]]
     return out
 
 
-def job_caught_up(checkpoint: Path, bootstrap: str, topic: str) -> bool:
+def job_caught_up(checkpoint: Path, bootstrap: str, topic: str,
+                  ends: dict[int, int] | None = None) -> bool:
     """The job's last committed micro-batch reached the end of every partition of the raw
-    topic `topic` (its events are written: a batch commits after its sink)."""
-    from confluent_kafka import Consumer, TopicPartition
-
+    topic `topic` (its events are written: a batch commits after its sink); `ends`: these
+    offsets by partition instead of the ends now (a topic still being written)."""
     from materializer.checkpoint_log import last_commit, parse_offset_log
 
     batch = last_commit(checkpoint)
     if batch is None:
         return False
     _conf, sources = parse_offset_log((checkpoint / "offsets" / str(batch)).read_text())
-    done = sources[0] or {}
+    done = (sources[0] or {}).get(topic, {})
+    ends = topic_ends(bootstrap, topic) if ends is None else ends
+    return all(done.get(str(p), 0) >= high for p, high in ends.items())
+
+
+def topic_ends(bootstrap: str, topic: str) -> dict[int, int]:
+    """The end offset of each partition of `topic` now ({} while it does not exist)."""
+    from confluent_kafka import Consumer, TopicPartition
+
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ring-caught-up",
                          "enable.auto.commit": False})
     try:
-        topics = consumer.list_topics(timeout=10).topics
-        for name, meta in topics.items():
-            if name != topic:
-                continue
-            for p in meta.partitions:
-                _low, high = consumer.get_watermark_offsets(TopicPartition(name, p), timeout=10)
-                if done.get(name, {}).get(str(p), 0) < high:
-                    return False
-        return True
+        meta = consumer.list_topics(timeout=10).topics.get(topic)
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in (meta.partitions if meta is not None else {})}
     finally:
         consumer.close()
 

@@ -18,6 +18,7 @@ from shared.heartbeat import Heartbeat, encode_heartbeat
 from shared.topic_names import raw_key
 
 from support.events import NOW_MS, TABLE, Registry, i32, row_of
+from support.task_run import run_task
 
 TOPIC = "p.raw"
 
@@ -41,21 +42,11 @@ def _ttl_row(pk: int, qty: int, ts_s: int, ttl_s: int) -> bytes:
 def _run(root: Path, batch: int, now_ms: int, rows: list[tuple[int, bytes]]
          ) -> tuple[list[tuple[int, str]], dict[str, Any]]:
     """One task of micro-batch `batch`: its events as (partition key, op), and its counts."""
-    handler = KeyMaterializer(Registry(TABLE), EventSettings(), "p")
-    arrow = pa.RecordBatch.from_pydict(
-        {"topic": [TOPIC] * len(rows), "key": [raw_key(TABLE.id, i32(pk)) for pk, _ in rows],
-         "value": [v for _, v in rows], "partition": [0] * len(rows),
-         "offset": list(range(batch * 10, batch * 10 + len(rows)))})
-    stores = TaskStores(root, batch, 60_000, now_ms)
-    try:
-        out = pa.Table.from_batches(list(merge(iter([arrow]), stores, handler, now_ms)))
-    finally:
-        stores.close()
-    rows_out = out.to_pylist()
-    counts = rows_out[-1]
+    out = run_task(root, batch, now_ms, [(raw_key(TABLE.id, i32(pk)), v) for pk, v in rows],
+                   Registry(TABLE), TOPIC, offset_step=10)
     events = [(json.loads(r["key"])["id"], json.loads(r["value"])["op"])
-              for r in rows_out[:-1] if r["value"] is not None]
-    return events, counts
+              for r in out[:-1] if r["value"] is not None]
+    return events, out[-1]
 
 
 def test_expiry_fires_from_the_index_when_the_partition_next_gets_a_record(tmp_path) -> None:

@@ -10,17 +10,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
-from materializer.key_materializer import KeyMaterializer
-from materializer.output.event_settings import EventSettings
-from materializer.spark.partition_job import TaskStores, merge
 from materializer.store.layout import table_prefixes
 from materializer.store.partition_store import open_store
 from shared.table_drop import TableDrop, decode_table_drop, encode_table_drop, is_table_drop
 from shared.topic_names import raw_key
 
 from support.events import NOW_MS, TABLE, Registry, i32, row_of
+from support.task_run import run_task
 
 OTHER = replace(TABLE, table="returns", id=uuid.UUID(int=43))
 DROP = encode_table_drop(TableDrop(TABLE.id, "shop", "orders", "node-1", NOW_MS))
@@ -30,20 +26,10 @@ def _run(root: Path, batch: int, rows: list[tuple[bytes, bytes]]
          ) -> tuple[list[tuple[str, int, str]], dict[str, Any]]:
     """One task of micro-batch `batch` on partition 0: its events as (topic, key, op), and
     its stats."""
-    handler = KeyMaterializer(Registry(TABLE, OTHER), EventSettings(), "p")
-    arrow = pa.RecordBatch.from_pydict(
-        {"topic": ["p.raw"] * len(rows), "key": [k for k, _ in rows],
-         "value": [v for _, v in rows], "partition": [0] * len(rows),
-         "offset": list(range(batch * 100, batch * 100 + len(rows)))})
-    stores = TaskStores(root, batch, 60_000, NOW_MS)
-    try:
-        out = pa.Table.from_batches(list(merge(iter([arrow]), stores, handler, NOW_MS)))
-    finally:
-        stores.close()
-    got = out.to_pylist()
+    out = run_task(root, batch, NOW_MS, rows, Registry(TABLE, OTHER))
     events = [(r["topic"], json.loads(r["key"])["id"], json.loads(r["value"])["op"])
-              for r in got[:-1] if r["value"] is not None]
-    return events, json.loads(got[-1]["stats"] or "{}")
+              for r in out[:-1] if r["value"] is not None]
+    return events, json.loads(out[-1]["stats"] or "{}")
 
 
 def _entries(root: Path, table_id: bytes) -> int:
