@@ -44,6 +44,11 @@ def per_table_raw_topics(prefix: str, topics: list[str] | set[str]) -> list[str]
     return sorted(t for t in topics if old.fullmatch(t))
 
 
+def first_and_more(topics: list[str]) -> str:
+    """"a" or "a and 3 more": a sorted list of topics named in one line."""
+    return topics[0] + (f" and {len(topics) - 1} more" if len(topics) > 1 else "")
+
+
 def schema_topic(prefix: str) -> str:
     """`<prefix>.schemas` (compacted; key = schema hash)."""
     return f"{prefix}.schemas"

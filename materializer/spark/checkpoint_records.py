@@ -58,7 +58,7 @@ def check_start(files: Files, started: bool, partitions: dict[str, int], prefix:
     if old:
         raise CheckpointRefused(
             f"{where} was written for the per-table raw topics of an earlier casscade "
-            f"({old[0]}{f' and {len(old) - 1} more' if len(old) > 1 else ''}), which this "
+            f"({topic_names.first_and_more(old)}), which this "
             f"one does not read: start a new spark.checkpoint, and publish the tables' rows "
             f"again with `casscade snapshot` (docs/operations.md \"One raw topic\")")
     grown = {t: (known[t], n) for t, n in partitions.items() if t in known and n != known[t]}

@@ -208,7 +208,7 @@ def raw_partitions(kafka: dict[str, str], prefix: str) -> dict[str, int]:
     if old:
         raise OldRawLayout(
             f"Kafka holds {len(old)} raw topics of the per-table layout of an earlier "
-            f"casscade ({old[0]}{', ...' if len(old) > 1 else ''}), which this one does not "
+            f"casscade ({topic_names.first_and_more(old)}), which this one does not "
             f"read: delete them once nothing needs them, or give this job another "
             f"kafka.topic_prefix (docs/operations.md \"One raw topic\")")
     raw = topics.get(topic_names.raw_topic(prefix))

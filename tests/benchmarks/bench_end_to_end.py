@@ -7,7 +7,10 @@ write time; a consumer of the event topic measures write → event arrival for t
 last SECONDS s. Design §7 target: p50 <= 2 s,
 p99 <= 5 s with a 1 s commitlog sync. `test_bench_end_to_end_latency_rf3` does the same on the
 test ring (three nodes at RF=3, writes at QUORUM, a publisher beside each node), where every
-change reaches the job three times (issue 14's goal there: p50 <= 2 s, p99 <= 4 s).
+change reaches the job three times (issue 14's goal there: p50 <= 2 s, p99 <= 4 s), once for
+each count of BENCH_TABLES (1; "1,100": the writes spread round-robin over that many tables,
+each run with its own prefix, publishers and job), and then measures the cores each process
+used over QUIET_S s with no writes at all (the job's cost of quiet tables).
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ SECONDS = int(os.environ.get("BENCH_SECONDS", "30"))
 # (Python workers starting, the JVM compiling the query's code)
 WARMUP_S = int(os.environ.get("BENCH_WARMUP_S", "60"))
 TRIGGER_MS = int(os.environ.get("BENCH_TRIGGER_MS", "1000"))
+TABLES = [int(n) for n in os.environ.get("BENCH_TABLES", "1").split(",")]
+QUIET_S = int(os.environ.get("BENCH_QUIET_S", "60"))
 HTTP_PORT = 18112
 LAST_BREAKDOWN: list = []  # the last progress report seen: where a micro-batch's time goes
 
@@ -59,7 +64,7 @@ def test_bench_end_to_end_latency(stack, tmp_path) -> None:
         session = cluster.connect()
         insert = start_latency_table(session, agent)
         job = _start_job(stack, agent.prefix, tmp_path)
-        result = _measure(session, insert, stack.bootstrap_servers, f"{agent.prefix}.lat.t",
+        result = _measure(session, [insert], stack.bootstrap_servers, [f"{agent.prefix}.lat.t"],
                           job)
     finally:
         if job is not None:
@@ -73,13 +78,20 @@ def test_bench_end_to_end_latency(stack, tmp_path) -> None:
 def test_bench_end_to_end_latency_rf3(stack, ring, tmp_path) -> None:
     """Three nodes at RF=3 (writes at QUORUM, spread by the driver), a publisher beside each
     node, the job: every change reaches the job three times. Also printed: where the two
-    cores went over the measured seconds, per process tree."""
+    cores went over the measured seconds and over QUIET_S quiet ones, per process tree."""
+    for count in TABLES:
+        _latency_rf3(stack, ring, tmp_path / f"tables{count}", count)
+
+
+def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int) -> None:
+    """The RF=3 run with the writes spread over `count` tables."""
     from cassandra import ConsistencyLevel
     from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
     from support.ring_harness import RingPublishers
 
     prefix = f"lat3{uuid.uuid4().hex[:6]}"
+    tmp_path.mkdir(parents=True)
     publishers = RingPublishers(ring, tmp_path, prefix)
     cluster = cql_cluster(ring)
     cluster.profile_manager.profiles[EXEC_PROFILE_DEFAULT].consistency_level = \
@@ -90,11 +102,16 @@ def test_bench_end_to_end_latency_rf3(stack, ring, tmp_path) -> None:
         ks = f"lat_{uuid.uuid4().hex[:6]}"
         session.execute(f"CREATE KEYSPACE {ks} WITH replication = "
                         "{'class': 'SimpleStrategy', 'replication_factor': 3}")
-        session.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, written bigint) "
-                        "WITH cdc = true")
+        names = [f"t{i}" for i in range(count)]
+        for name in names:
+            session.execute(f"CREATE TABLE {ks}.{name} (k int PRIMARY KEY, written bigint) "
+                            "WITH cdc = true")
         publishers.start()
-        insert = session.prepare(f"INSERT INTO {ks}.t (k, written) VALUES (?, ?)")
-        session.execute(insert, (-1, time.time_ns() // 1000))
+        inserts = [session.prepare(f"INSERT INTO {ks}.{name} (k, written) VALUES (?, ?)")
+                   for name in names]
+        for insert in inserts:  # each table's schema published before the job starts
+            session.execute(insert, (-1, time.time_ns() // 1000))
+        publishers.wait_caught_up()
         job = _start_job(ring, prefix, tmp_path)
         nodes = [cassandra.running_pid(n) for n in ring.all_nodes()]
         broker = kafka.running_pid(stack)
@@ -102,14 +119,22 @@ def test_bench_end_to_end_latency_rf3(stack, ring, tmp_path) -> None:
         trees = {"the three nodes": nodes,
                  "the three publishers": [a.proc.pid for a in publishers.agents.values()],
                  "Kafka": [broker], "the job": [job.pid]}
-        result = _measure(session, insert, ring.bootstrap_servers, f"{prefix}.{ks}.t", job,
-                          lambda: _cpu(trees))
+        result = _measure(session, inserts, ring.bootstrap_servers,
+                          [f"{prefix}.{ks}.{name}" for name in names], job, lambda: _cpu(trees))
+        before, started = _cpu(trees), time.monotonic()
+        time.sleep(QUIET_S)  # no writes: heartbeats only
+        after, wall = _cpu(trees), time.monotonic() - started
+        assert job.poll() is None, f"the job exited ({job.returncode}): see its job.log"
+        quiet = {name: (after[name] - used) / wall for name, used in before.items()}
     finally:
         if job is not None:
             kill_group(job)
         publishers.stop()
         cluster.shutdown()
-    _report("three nodes at RF=3, a publisher each", *result)
+    _report(f"three nodes at RF=3, a publisher each, {count} table(s)", *result)
+    machine = quiet.pop("machine")
+    print(f"cores busy over {QUIET_S}s with no writes, {count} table(s): {machine:.2f}: "
+          + ", ".join(f"{name} {used:.2f}" for name, used in quiet.items()))
 
 
 def _cpu(trees: dict[str, list[int]]) -> dict[str, float]:
@@ -128,10 +153,11 @@ def _start_job(stack: Any, prefix: str, tmp_path: Path) -> Any:
         tmp_path / "job.log")
 
 
-def _measure(session: Any, insert: Any, bootstrap: str, topic: str, job: Any,
+def _measure(session: Any, inserts: list[Any], bootstrap: str, topics: list[str], job: Any,
              cpu: Callable[[], dict[str, float]] | None = None
              ) -> tuple[list[float], int, dict[int, tuple[int, int]], dict[str, float]]:
-    """Write at RATE for WARMUP_S + SECONDS s; the latency of every event of the last SECONDS
+    """Write at RATE for WARMUP_S + SECONDS s, round-robin over the tables of `inserts`
+    (their events in `topics`); the latency of every event of the last SECONDS
     s, how many rows were measured, the micro-batches seen, and (with `cpu`, a clock of CPU
     seconds by name) the cores each name used over the measured writes; fails at once if
     `job` (the materializer process) exits."""
@@ -143,17 +169,17 @@ def _measure(session: Any, insert: Any, bootstrap: str, topic: str, job: Any,
         # the job's first event (Spark and its Python workers started) before the clock
         def started() -> bool:
             assert job.poll() is None, f"the job exited ({job.returncode}): see its job.log"
-            return topic in consumer.list_topics(timeout=5).topics
+            return set(topics) <= set(consumer.list_topics(timeout=5).topics)
 
-        wait_for(started, 240, "event topic")
-        consumer.subscribe([topic])
+        wait_for(started, 240, "event topics")
+        consumer.subscribe(topics)
         wait_for(lambda: _poll(consumer, [], 0) > 0, 120, "the first event")
         warmup = RATE * WARMUP_S  # rows below this key are not measured
         before: dict[str, float] = {}
         for k in paced(RATE, warmup + RATE * SECONDS):
             if k == warmup and cpu is not None:
                 before, started = cpu(), time.monotonic()
-            session.execute_async(insert, (k, time.time_ns() // 1000))
+            session.execute_async(inserts[k % len(inserts)], (k, time.time_ns() // 1000))
             _poll(consumer, latencies, warmup, 0)
             if (k + 1) % RATE == 0:
                 _batch(batches)

@@ -9,7 +9,9 @@ one query after the other on the same broker and local[TABLES_CORES] (or BENCH_M
 cluster): every entry of TABLES_MODES (kafka-floor = Spark's Kafka source straight into its
 sink, a floor of jvm_floors, a floor topic per table; kafka-floor-one = the same into one
 output topic, the sink's share; partition = the job, its partition stores) over every count
-in TABLES_COUNTS, each from its own checkpoint.
+in TABLES_COUNTS, each from its own checkpoint, each table's output topic of
+TABLES_EVENT_PARTITIONS partitions (6, the job's default events.partitions). A list in
+TABLES_PARTITIONS or TABLES_EVENT_PARTITIONS runs every table count with each.
 
 Printed per run: logical changes/s per core over the whole run (first batch included: a
 backlog at start is the case users meet) and over the steady batches, the ratio to the
@@ -40,7 +42,8 @@ from shared.kafka_topics import TopicCreator, read_to_end
 from shared.schema import TableSchema
 
 CHANGES = int(os.environ.get("TABLES_CHANGES", "120000"))
-PARTITIONS = int(os.environ.get("TABLES_PARTITIONS", "4"))  # of the raw topic
+# of the raw topic; a list runs every count of tables with each
+RAW_PARTITIONS = [int(n) for n in os.environ.get("TABLES_PARTITIONS", "4").split(",")]
 CORES = int(os.environ.get("TABLES_CORES", "2"))
 PER_BATCH = int(os.environ.get("TABLES_BATCH", "200000"))  # the job's default
 COUNTS = [int(n) for n in os.environ.get("TABLES_COUNTS", "1,20,100").split(",")]
@@ -60,11 +63,11 @@ def tables(count: int) -> list[TableSchema]:
 
 
 def publish(bootstrap: str, prefix: str, schemas: list[TableSchema], seed: int = 3,
-            out_partitions: int = 6) -> int:
+            out_partitions: int = 6, raw_partitions: int = 4) -> int:
     """CHANGES changes round-robin over `schemas`, three shuffled copies each, into a fresh
     raw topic (the floors' output topics made too, of `out_partitions` each: each table's,
     and <prefix>.floor.all): the copies sent."""
-    creator = TopicCreator(bootstrap, PARTITIONS, 1)
+    creator = TopicCreator(bootstrap, raw_partitions, 1)
     schema_topic, raw_topic = topic_names.schema_topic(prefix), topic_names.raw_topic(prefix)
     creator.ensure(schema_topic)
     creator.ensure(raw_topic)
@@ -100,13 +103,16 @@ def publish(bootstrap: str, prefix: str, schemas: list[TableSchema], seed: int =
 
 def test_bench_many_tables(stack, tmp_path: Path) -> None:
     """Changes/s per core with 1, 20 and 100 tables, the job beside Spark's Kafka floor."""
-    results: dict[tuple[str, int, int], float] = {}  # (mode, tables, event partitions)
-    steadies: dict[tuple[str, int, int], float] = {}  # over the batches after the first
-    for count, parts, mode in ((c, p, m) for c in COUNTS for p in EVENT_PARTITIONS
-                               for m in MODES):
+    # (mode, tables, raw partitions, event partitions)
+    results: dict[tuple[str, int, int, int], float] = {}
+    steadies: dict[tuple[str, int, int, int], float] = {}  # over the batches after the first
+    # (tables, raw partitions, event partitions): each with every mode
+    runs = [(c, r, p) for c in COUNTS for r in RAW_PARTITIONS for p in EVENT_PARTITIONS]
+    for (count, raw, parts), mode in ((run, m) for run in runs for m in MODES):
         schemas = tables(count)
         prefix = f"tables{uuid.uuid4().hex[:6]}"
-        sent = publish(stack.bootstrap_servers, prefix, schemas, out_partitions=parts)
+        sent = publish(stack.bootstrap_servers, prefix, schemas, out_partitions=parts,
+                       raw_partitions=raw)
         assert sent == 3 * CHANGES
         observed: list = []
         details: list = []
@@ -120,21 +126,22 @@ def test_bench_many_tables(stack, tmp_path: Path) -> None:
         whole = sum(ms for _, ms in progress) / 1000
         steady = sum(ms for _, ms in progress[1:]) / 1000
         per_core = CHANGES / whole / CORES
-        results[(mode, count, parts)] = per_core
-        line = (f"\n{mode}, {count} table(s) in one raw topic of {PARTITIONS} partitions, "
+        results[(mode, count, raw, parts)] = per_core
+        line = (f"\n{mode}, {count} table(s) in one raw topic of {raw} partitions, "
                 f"{parts} partitions per output topic, {MASTER}: "
                 f"{CHANGES:,} changes ({sent:,} copies) in {len(progress)} batches, "
                 f"{whole:.1f}s of batches ({wall:.1f}s with start-up) = "
                 f"{per_core:,.0f} changes/s per core")
         if len(progress) > 1:
             rows = sum(n for n, _ in progress[1:])
-            steadies[(mode, count, parts)] = rows / 3 / steady / CORES
-            line += f"; steady {steadies[(mode, count, parts)]:,.0f} per core"
-            floor_steady = steadies.get(("kafka-floor", count, parts))
+            steadies[(mode, count, raw, parts)] = rows / 3 / steady / CORES
+            line += f"; steady {steadies[(mode, count, raw, parts)]:,.0f} per core"
+            floor_steady = steadies.get(("kafka-floor", count, raw, parts))
             if floor_steady and "floor" not in mode:
-                line += f" ({steadies[(mode, count, parts)] / floor_steady:.0%} of the floor's)"
-        one = results.get((mode, COUNTS[0], parts))
-        floor = results.get(("kafka-floor", count, parts))
+                ratio = steadies[(mode, count, raw, parts)] / floor_steady
+                line += f" ({ratio:.0%} of the floor's)"
+        one = results.get((mode, COUNTS[0], raw, parts))
+        floor = results.get(("kafka-floor", count, raw, parts))
         if one and count != COUNTS[0]:
             line += f"; {per_core / one:.0%} of {COUNTS[0]} table(s)"
         if floor and "floor" not in mode:

@@ -106,8 +106,8 @@ def test_raw_topics_of_the_per_table_layout_are_refused_before_spark_starts(
                             "--set", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
                             "--set", f"kafka.topic_prefix={prefix}", "--set", "http.port=0"))
     assert line == (f"Error: Kafka holds 2 raw topics of the per-table layout of an earlier "
-                    f"casscade ({prefix}.raw.ks.a, ...), which this one does not read: delete "
-                    f"them once nothing needs them, or give this job another "
+                    f"casscade ({prefix}.raw.ks.a and 1 more), which this one does not read: "
+                    f"delete them once nothing needs them, or give this job another "
                     f"kafka.topic_prefix (docs/operations.md \"One raw topic\")"), line
 
 

@@ -33,6 +33,12 @@ def test_the_per_table_raw_topics_of_an_earlier_casscade_are_recognized() -> Non
     assert names.per_table_raw_topics("p", {"p.raw", "p.schemas"}) == []
 
 
+def test_a_list_of_topics_is_named_by_its_first_and_a_count() -> None:
+    assert names.first_and_more(["p.raw.ks.t"]) == "p.raw.ks.t"
+    assert names.first_and_more(["p.raw.ks.t", "p.raw.ks.u", "p.raw.ks.v"]) == \
+        "p.raw.ks.t and 2 more"
+
+
 def test_a_raw_key_is_the_table_id_then_the_partition_key() -> None:
     a, b = uuid.UUID(int=1), uuid.UUID(int=2)
     key = names.raw_key(a, b"\x00\x00\x00\x07")
