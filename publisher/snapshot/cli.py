@@ -21,7 +21,10 @@ import click
 @click.option("--splits", default=64, show_default=True,
               help="Token ranges the ring is cut into (the unit of resume).")
 @click.option("--rate", default=0.0, show_default=True,
-              help="Rows per second at most (0: as fast as it goes).")
+              help="Rows per second at most (0: as fast as it goes). The rows share the raw "
+                   "topic with every live table's writes, which wait behind them: keep it "
+                   "below what the materializer merges beside the live writes "
+                   "(docs/operations.md, section 4).")
 @click.option("--state", "state_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Progress file for resuming (default: <state.path>/snapshot-KS.TABLE.json).")
 def snapshot(table_name: str, config_file: Path | None, overrides: tuple[str, ...],
