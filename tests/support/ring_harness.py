@@ -368,14 +368,6 @@ def write_probe(session, ks: str, level: str) -> bool:
         raise
 
 
-def events_so_far(bootstrap: str, topic: str) -> list:
-    """The event values in `topic` now ([] while the topic does not exist yet)."""
-    try:
-        return [v for *_, v in read_events(bootstrap, topic, 5)]
-    except AssertionError:
-        return []
-
-
 def raw_records(env: dict, ks: str, table: str) -> list[dict]:
     """Every raw record of a table in a ring test's `env` (from the raw topic), decoded."""
     records = (read_row_update(m.value())

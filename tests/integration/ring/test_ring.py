@@ -497,7 +497,7 @@ def test_tables_of_every_type_come_and_go_and_a_broker_restart_keep_the_job_runn
         assert not hooks, "the broker was not restarted"
         for i, ks in enumerate(keyspaces[1:]):
             run_ring_workload(env["sessions"], ks, 300, seed=32 + i, cover=CTR,
-                          workers=WORKERS)
+                              workers=WORKERS)
         caught_up()
         gone = f"{keyspaces[1]}.r"
         partitions = {(row.p1, row.p2) for row in truth.execute(f"SELECT p1, p2 FROM {gone}")}
