@@ -86,8 +86,8 @@ def test_bench_snapshot_beside_live_writes(stack, tmp_path: Path) -> None:
                    "--config", str(agent.config), "--consistency", "ONE",
                    "--rate", str(rate), "--state", str(tmp_path / f"snap{i}.json")]
             started_at = time.monotonic()
-            snapshot = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                                        stderr=(tmp_path / f"snap{i}.log").open("wb"))
+            with (tmp_path / f"snap{i}.log").open("wb") as errors:
+                snapshot = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errors)
             snapshot_s = caught_up_s = None
             ends: dict[int, int] = {}  # the raw topic's ends when the snapshot was done
             ticks = paced(LIVE_RATE, 10**9)

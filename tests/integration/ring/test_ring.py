@@ -515,8 +515,8 @@ def test_tables_of_every_type_come_and_go_and_a_broker_restart_keep_the_job_runn
         first = entries_freed(gone)
         time.sleep(35)  # every publisher's next schema read: the later announcements
         assert entries_freed(gone) == first, (first, entries_freed(gone))
-        # one entry per partition that held state; a partition deleted before the drop may
-        # keep one too (its deletion, within the copy dedupe window)
+        # at least one entry per partition with rows at the drop (partitions deleted earlier
+        # may still hold state, so not an equality)
         assert first is not None and first >= len(partitions) > 0, (first, len(partitions))
         assert job.poll() is None, (work / "tables.log").read_text()[-3000:]
     finally:
