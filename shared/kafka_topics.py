@@ -118,32 +118,55 @@ class TopicCreator:
 
 def read_to_end(bootstrap: str | Mapping[str, str], topic: str, timeout_s: float = 30.0,
                 start: dict[int, int] | None = None) -> Iterator[Message]:
-    """Every record of `topic` from `start` (partition → offset; default: the beginning) up
-    to the end it has now, partition by partition in offset order. KafkaException if the
-    topic is missing or a record does not come within `timeout_s`."""
+    """Every committed record of `topic` from `start` (partition → offset; default: the
+    beginning) up to the end it has now, partition by partition in offset order (read
+    isolation.level=read_committed: records of aborted or open transactions are not read).
+    KafkaException if the topic is missing or a record does not come within `timeout_s`."""
     consumer = Consumer(with_refusal_log(client_conf(bootstrap), log)
-                        | {"group.id": f"read-{uuid.uuid4()}", "enable.auto.commit": False})
+                        | {"group.id": f"read-{uuid.uuid4()}", "enable.auto.commit": False,
+                           "isolation.level": "read_committed"})
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None:
             raise KafkaException(f"topic {topic} not found")
         ends = {}
         for p in meta.partitions:
+            # read_committed: the high end is the last stable offset
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p),
                                                        timeout=timeout_s)
             first = max(low, (start or {}).get(p, low))
             if high > first:
                 ends[p] = (first, high)
         for p, (first, high) in sorted(ends.items()):
-            consumer.assign([TopicPartition(topic, p, first)])
-            offset = first
-            while offset < high:  # compaction may leave gaps: go by offsets, not counts
-                msg = consumer.poll(timeout_s)
-                if msg is None:
-                    raise KafkaException(f"timed out reading {topic}[{p}] at {offset}")
+            yield from read_range(consumer, topic, p, first, high, timeout_s)
+    finally:
+        consumer.close()
+
+
+def read_range(consumer: Consumer, topic: str, partition: int, first: int, end: int,
+               timeout_s: float = 30.0) -> Iterator[Message]:
+    """The records of one partition from offset `first` up to `end`, in order, read with
+    `consumer` (assigned for the time). Compaction, aborted transactions and transaction
+    markers leave offsets without a record: the loop goes by the consumer's position, which
+    passes them, not by counts. KafkaException if nothing comes within `timeout_s`."""
+    consumer.assign([TopicPartition(topic, partition, first)])
+    where = [TopicPartition(topic, partition)]
+    try:
+        offset, last_read = first, time.monotonic()
+        while offset < end:
+            # consume() waits for its count or its timeout: ask for no more than is left
+            msgs = consumer.consume(min(10_000, end - offset), min(1.0, timeout_s))
+            for msg in msgs:
                 if msg.error():
                     raise KafkaException(msg.error())
                 offset = msg.offset() + 1
-                yield msg
+                if msg.offset() < end:
+                    yield msg
+            position = consumer.position(where)[0].offset
+            if msgs or position > offset:
+                offset, last_read = max(offset, position), time.monotonic()
+            elif time.monotonic() - last_read > timeout_s:
+                raise KafkaException(f"timed out reading {topic}[{partition}] at {offset} "
+                                     f"(of {end})")
     finally:
-        consumer.close()
+        consumer.unassign()

@@ -13,6 +13,9 @@ The layout (docs/architecture.md "Raw records"):
 - `<prefix>.materializer.dead-letter`, `<prefix>.avro-schemas`: the defaults of their
   settings.
 
+And one name that is not a topic's: the transactional id of each raw partition of a
+materializer job (exactly-once delivery), `casscade.<prefix>.<job id>.<raw topic>.<partition>`.
+
 Cassandra's keyspace and table names have no dots, so `<prefix>.raw.<keyspace>.<table>`
 (the per-table raw topics of an earlier casscade) cannot be taken for any name here; such
 topics are recognized, and refused by the materializer.
@@ -63,6 +66,12 @@ def changelog_topic(prefix: str, job_id: str) -> str:
     """The partition stores' changelog of materializer job `job_id`: `<prefix>.changelog.
     <job id>` (a new checkpoint gets a new job id, so it never meets an old one's stores)."""
     return f"{prefix}.changelog.{job_id}"
+
+
+def transactional_id(prefix: str, job_id: str, raw_topic: str, partition: int) -> str:
+    """The Kafka transactional id of materializer job `job_id`'s raw partition (exactly-once
+    delivery: one producer at a time may hold it, so a newer attempt fences older ones)."""
+    return f"casscade.{prefix}.{job_id}.{raw_topic}.{partition}"
 
 
 def dead_letter_topic(prefix: str) -> str:

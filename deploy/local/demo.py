@@ -224,7 +224,9 @@ def _start_agent(s: StackSettings, work: Path) -> subprocess.Popen:
 
 
 def _consumer(s: StackSettings) -> Consumer:
-    return Consumer(KAFKA | {"group.id": "casscade-demo", "enable.auto.commit": False})
+    # read_committed, as every reader of the events (the job writes them in transactions)
+    return Consumer(KAFKA | {"group.id": "casscade-demo", "enable.auto.commit": False,
+                             "isolation.level": "read_committed"})
 
 
 def _drop_old_raw_topics() -> None:

@@ -19,14 +19,23 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import OffsetSpec
 
+from materializer.kafka.transactions import PartitionTransaction, transaction_for
 from shared.kafka_security import client_conf, with_refusal_log
-from shared.kafka_topics import TopicCreator
-from shared.topic_names import changelog_topic
+from shared.kafka_topics import TopicCreator, read_range
+from shared.topic_names import changelog_topic, transactional_id
 
 log = logging.getLogger(__name__)
 TIMEOUT_S = 60.0
@@ -55,8 +64,12 @@ class Changelogs:
         self._producer = Producer(conf | {
             "enable.idempotence": True, "acks": "all", "linger.ms": 5,
             "compression.type": "lz4", "message.max.bytes": MAX_RECORD_BYTES})
+        # read_committed: a changelog written in transactions (exactly-once delivery) holds
+        # aborted attempts' writes, which a store must never take; its ends are then the
+        # last stable offsets (the same as the high watermarks when nothing is open)
         self.consumer = Consumer(conf | {"group.id": f"casscade-changelog-{job_id}",
-                                          "enable.auto.commit": False})
+                                          "enable.auto.commit": False,
+                                          "isolation.level": "read_committed"})
         self._lock = threading.Lock()
         self.delivered: dict[tuple[str, int], int] = {}  # (topic, partition) → next offset
         self.failed: dict[tuple[str, int], str] = {}
@@ -74,15 +87,20 @@ class Changelogs:
         self._creator.known.update(topics)
 
     def partition(self, raw_topic: str, partition: int,
-                  ends: Mapping[tuple[str, int], int] | None = None) -> ChangelogPartition:
+                  ends: Mapping[tuple[str, int], int] | None = None,
+                  txn: PartitionTransaction | None = None) -> ChangelogPartition:
         """The changelog of raw partition (raw_topic, partition), its topic made if the raw
         topic did not exist when the job started; `ends`: changelog ends read for the whole
-        task (`ends()`), its first end() taken from there if it is in."""
+        task (`ends()`), its first end() taken from there if it is in; `txn`: written in
+        that transaction (TransactionalChangelog)."""
         topic = changelog_topic(self.prefix, self.job_id)
         if topic not in self._creator.known:
             meta = self.consumer.list_topics(raw_topic, timeout=TIMEOUT_S).topics[raw_topic]
             self.ensure(len(meta.partitions))
-        return ChangelogPartition(self, topic, partition, (ends or {}).get((topic, partition)))
+        end = (ends or {}).get((topic, partition))
+        if txn is not None:
+            return TransactionalChangelog(self, topic, partition, txn, end)
+        return ChangelogPartition(self, topic, partition, end)
 
     def ends(self, topics: Mapping[str, int]) -> dict[tuple[str, int], int]:
         """The high watermark of every partition of `topics` (name → partition count), in
@@ -94,7 +112,9 @@ class Changelogs:
                   for t, n in topics.items() for p in range(n)}
         ends: dict[tuple[str, int], int] = {}
         try:
-            futures = self._creator.admin.list_offsets(wanted, request_timeout=TIMEOUT_S)
+            futures = self._creator.admin.list_offsets(
+                wanted, isolation_level=IsolationLevel.READ_COMMITTED,
+                request_timeout=TIMEOUT_S)
             for tp, future in futures.items():
                 ends[(tp.topic, tp.partition)] = future.result(timeout=TIMEOUT_S).offset
         except KafkaException as exc:
@@ -127,8 +147,22 @@ class Changelogs:
             raise ChangelogError(f"{left} changelog writes not acknowledged by Kafka "
                                  f"({self.kafka.get('bootstrap.servers')}) in {TIMEOUT_S:.0f} s")
 
+    def settled_end(self, topic: str, partition: int, last: int) -> int:
+        """The end of a changelog partition once the transaction that wrote offset `last`
+        is settled (a commit returns before the broker has written its markers, and until
+        then the end a read_committed reader sees stops before it)."""
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            end = self.end(topic, partition)
+            if end > last:
+                return end
+            if time.monotonic() >= deadline:
+                raise ChangelogError(f"changelog {topic}[{partition}]: a committed write at "
+                                     f"offset {last} not readable after {TIMEOUT_S:.0f} s")
+            time.sleep(0.002)
+
     def end(self, topic: str, partition: int) -> int:
-        """The high watermark of a changelog partition."""
+        """The end of a changelog partition (its last stable offset: read_committed)."""
         try:
             return self.consumer.get_watermark_offsets(
                 TopicPartition(topic, partition), timeout=TIMEOUT_S, cached=False)[1]
@@ -155,31 +189,14 @@ class ChangelogPartition:
         return self._end
 
     def read(self, start: int) -> Iterator[tuple[bytes, bytes | None]]:
-        """The writes from `start` to the end found by `end()`, in order."""
+        """The committed writes from `start` to the end found by `end()`, in order."""
         end = self.end() if self._end is None else self._end
-        consumer = self.logs.consumer
-        consumer.assign([TopicPartition(self.topic, self.partition, start)])
         try:
-            offset, last_read = start, time.monotonic()
-            while offset < end:  # compaction leaves gaps: go by offsets, not counts
-                # consume() waits for its count or its timeout: ask for no more than is left
-                msgs = consumer.consume(min(10_000, end - offset), 1.0)
-                if not msgs:
-                    if time.monotonic() - last_read > TIMEOUT_S:
-                        raise ChangelogError(
-                            f"changelog {self.topic}[{self.partition}]: nothing read at offset "
-                            f"{offset} (of {end}) in {TIMEOUT_S:.0f} s")
-                    continue
-                last_read = time.monotonic()
-                for msg in msgs:
-                    if msg.error():
-                        raise ChangelogError(f"changelog {self.topic}[{self.partition}] at "
-                                             f"offset {offset}: {msg.error()}")
-                    offset = msg.offset() + 1
-                    if msg.offset() < end:
-                        yield msg.key(), msg.value()
-        finally:
-            consumer.unassign()
+            for msg in read_range(self.logs.consumer, self.topic, self.partition, start, end,
+                                  TIMEOUT_S):
+                yield msg.key(), msg.value()
+        except KafkaException as exc:
+            raise ChangelogError(f"changelog {self.topic}[{self.partition}]: {exc}") from exc
 
     def write(self, key: bytes, value: bytes | None) -> None:
         """Queue one write."""
@@ -197,6 +214,40 @@ class ChangelogPartition:
                                  f"refused: {failed}")
         return end if end is not None else self.end()
 
+    def abort(self) -> int | None:
+        """After a failed attempt: what it wrote stays (a replay rolls it back by the store's
+        batch rule), so it is made durable like a success's; the end after it."""
+        return self.flush()
+
+
+class TransactionalChangelog(ChangelogPartition):
+    """The changelog of one store written in its raw partition's transaction
+    (`materializer.kafka.transactions`): the store's writes become durable, with the
+    partition's events, when the transaction commits."""
+
+    def __init__(self, logs: Changelogs, topic: str, partition: int,
+                 txn: PartitionTransaction, end: int | None = None) -> None:
+        super().__init__(logs, topic, partition, end)
+        self.txn = txn
+
+    def write(self, key: bytes, value: bytes | None) -> None:
+        """Write one store write in the open transaction."""
+        self.txn.produce(self.topic, key, value, self.partition)
+
+    def flush(self) -> int:
+        """Commit the transaction (its events too); the changelog's end after it, once
+        readable."""
+        last = self.txn.commit().get((self.topic, self.partition))
+        if last is None:  # nothing written: the end read at the store's open stands
+            return self.end() if self._end is None else self._end
+        return self.logs.settled_end(self.topic, self.partition, last)
+
+    def abort(self) -> int | None:
+        """Abort the transaction: nothing of this attempt is visible, and the store, whose
+        local writes are not, has no mark (it is rebuilt at its next open)."""
+        self.txn.abort()
+        return None
+
 
 _PROCESS: dict[tuple[Any, ...], Changelogs] = {}
 
@@ -212,6 +263,18 @@ class ChangelogJob:
     # the changelog topic the driver made at start, with its partition count: a worker takes
     # it as made, and a task reads all its partitions' ends at once (Changelogs.ends)
     made: Mapping[str, int] = field(default_factory=dict)
+    # exactly-once: each raw partition's events and changelog writes in one transaction
+    # (events.delivery); `producer`: the user's kafka.producer settings for its producers
+    transactional: bool = False
+    producer: Mapping[str, str] = field(default_factory=dict)
+
+    def transaction(self, raw_topic: str, partition: int, owner_file: Path
+                    ) -> tuple[PartitionTransaction, bool]:
+        """This process's transactional producer of raw partition (raw_topic, partition),
+        and whether it was made now (`transactions.transaction_for`)."""
+        return transaction_for(self.kafka, self.producer,
+                               transactional_id(self.prefix, self.job_id, raw_topic,
+                                                partition), owner_file)
 
     def changelogs(self) -> Changelogs:
         """This process's Changelogs of the job (a Python worker runs many tasks, and keeps

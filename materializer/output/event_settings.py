@@ -17,6 +17,8 @@ from shared.config import read_secret
 STATIC_ONLY_MODES = ("emit", "skip")
 STATIC_ONLY_EMIT = STATIC_ONLY_MODES[0]
 FORMATS = ("json", "avro")
+DELIVERIES = ("exactly-once", "at-least-once")
+EXACTLY_ONCE = DELIVERIES[0]
 
 
 @dataclass
@@ -43,6 +45,11 @@ class EventSettings:
     """Shape of the change events."""
 
     cluster: str = "casscade"  # source.name
+    # exactly-once: each task writes its raw partition's events and store changes in one
+    # Kafka transaction (consumers read with isolation.level=read_committed); at-least-once:
+    # through Spark's Kafka sink, and a micro-batch run again after a fault writes its
+    # events again
+    delivery: str = EXACTLY_ONCE
     schemas: bool = False  # JsonConverter schemas.enable envelope
     tombstones: bool = True  # null-valued record after each d (for log compaction)
     dead_letter_topic: str | None = None  # default <prefix>.materializer.dead-letter
@@ -81,10 +88,18 @@ class EventSettings:
         if self.format not in FORMATS:
             raise ValueError(f"events.format must be one of {', '.join(FORMATS)}, "
                              f"not {self.format!r}")
+        if self.delivery not in DELIVERIES:
+            raise ValueError(f"events.delivery must be one of {', '.join(DELIVERIES)}, "
+                             f"not {self.delivery!r}")
         if self.static_only_rows not in STATIC_ONLY_MODES:
             raise ValueError(f"events.static_only_rows must be one of "
                              f"{', '.join(STATIC_ONLY_MODES)}, not {self.static_only_rows!r}")
         _ = self.modes  # ValueModes names a bad mode
+
+    @property
+    def exactly_once(self) -> bool:
+        """Whether events are delivered exactly once (in transactions)."""
+        return self.delivery == EXACTLY_ONCE
 
     @property
     def modes(self) -> ValueModes:

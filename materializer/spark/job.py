@@ -270,7 +270,8 @@ def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[s
                                    k.topic_prefix)
     checkpoint_records.check_owner(files, cluster_id(k.client()), k.topic_prefix)
     changelog = ChangelogJob(k.client(), k.topic_prefix, checkpoint_records.job_id(files),
-                             cfg.events.replication_factor)
+                             cfg.events.replication_factor,
+                             transactional=cfg.events.exactly_once, producer=k.producer)
     # made now, as the event topics were (`made`: that, for the workers); a raw topic made
     # later gets its changelog from the first task that meets it
     if raw_partitions:
@@ -309,17 +310,22 @@ def read_raw(spark: SparkSession, cfg: MaterializerConfig) -> DataFrame:
 
 def write_events(events: DataFrame, cfg: MaterializerConfig,
                  available_now: bool = False) -> StreamingQuery:
-    """Start writing a stream of (topic, key, value) records to Kafka, checkpointed."""
+    """Start writing a stream of (topic, key, value) records to Kafka, checkpointed;
+    exactly-once: the tasks wrote them in their transactions, and Spark's sink is one that
+    writes nothing (the query runs for its checkpoint and its observed metrics)."""
     k = cfg.kafka
-    writer = (events.writeStream.format("kafka")
-              .option("kafka.bootstrap.servers", k.bootstrap_servers)
-              .options(**_door(cfg))
-              .option("kafka.acks", "all").option("kafka.enable.idempotence", "true")
-              .option("kafka.compression.type", "lz4")
-              .option("checkpointLocation", str(cfg.spark.checkpoint))
+    if cfg.events.exactly_once:
+        writer = events.writeStream.format("noop")
+    else:
+        writer = (events.writeStream.format("kafka")
+                  .option("kafka.bootstrap.servers", k.bootstrap_servers)
+                  .options(**_door(cfg))
+                  .option("kafka.acks", "all").option("kafka.enable.idempotence", "true")
+                  .option("kafka.compression.type", "lz4"))
+        for key, value in k.producer.items():
+            writer = writer.option(f"kafka.{key}", value)
+    writer = (writer.option("checkpointLocation", str(cfg.spark.checkpoint))
               .queryName("casscade_materializer"))
-    for key, value in k.producer.items():
-        writer = writer.option(f"kafka.{key}", value)
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:

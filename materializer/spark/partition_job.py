@@ -33,24 +33,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from materializer.kafka.changelog import ChangelogJob, Changelogs
+from materializer.kafka.changelog import ChangelogJob
 from materializer.key_materializer import KeyMaterializer, RawRecord, Result
 from materializer.output.event_settings import EventSettings
 from materializer.rules.pages import DEFAULT_PAGE_ROWS
 from materializer.spark.progress import PARTITION_METRICS, TaskStats
-from materializer.store.dropped_tables import DroppedTables
-from materializer.store.layout import (
-    EXECUTOR_DIR,
-    entry_key,
-    pack_entry,
-    page_key,
-    store_path,
-    unpack_entry,
-)
+from materializer.spark.task_stores import TaskStores, Where
+from materializer.store.layout import EXECUTOR_DIR, entry_key, pack_entry, page_key, unpack_entry
 from materializer.store.partition_store import PartitionStore
 from shared.heartbeat import HEARTBEAT_BYTE, decode_heartbeat
 from shared.rowupdate import COPY_KEY_SIZE, VERSION_BYTE
@@ -64,10 +57,12 @@ log = logging.getLogger(__name__)
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the local property Spark sets for a micro-batch
 METRICS = PARTITION_METRICS  # the name of the query's observed metrics
 # mapInArrow's output: events, plus one row per task (topic null) with its copy counts
+# (records_written: the events and dead letters the task wrote in its transactions; under
+# at-least-once Spark's sink writes and counts them)
 TASK_SCHEMA = ("topic STRING, key BINARY, value BINARY, copies_in LONG, copies_dropped LONG,"
                " store_keys LONG, stores LONG, stores_restored LONG, writes_restored LONG,"
-               " stats STRING")
-_COUNTS = (None,) * 7  # an event row's count columns
+               " records_written LONG, stats STRING")
+_COUNTS = (None,) * 8  # an event row's count columns
 _COPY_KEY_END = 1 + COPY_KEY_SIZE  # rowupdate.copy_key_of, inlined: it runs per copy
 _CHUNK = 5_000  # output rows per Arrow batch
 
@@ -79,50 +74,6 @@ def executor_root(job: str) -> Path:
     from pyspark import SparkFiles
 
     return Path(SparkFiles.getRootDirectory()).resolve() / EXECUTOR_DIR / job
-
-
-class TaskStores:
-    """The partition stores one task opens, at most one per raw partition,
-    each caught up with its changelog in `changelogs` (None: local stores only)."""
-
-    def __init__(self, root: Path, batch: int, window_ms: int, now_ms: int,
-                 changelogs: Changelogs | None = None,
-                 changelog_topics: Mapping[str, int] | None = None) -> None:
-        self.root, self.batch, self.window_ms, self.now_ms = root, batch, window_ms, now_ms
-        self.changelogs = changelogs
-        self.changelog_topics = changelog_topics or {}  # their ends are read at first use
-        self._ends: dict[tuple[str, int], int] | None = None
-        self.open: dict[tuple[str, int], PartitionStore] = {}
-        self.dropped: dict[tuple[str, int], DroppedTables] = {}  # each open store's
-        self.stores_restored = self.writes_restored = 0
-
-    def get(self, topic: str, partition: int) -> PartitionStore:
-        """The store of (topic, partition), opened on first use."""
-        store = self.open.get((topic, partition))
-        if store is None:
-            changelog = None
-            if self.changelogs is not None:
-                if self._ends is None:  # every changelog end this task may need, at once
-                    self._ends = self.changelogs.ends(self.changelog_topics)
-                changelog = self.changelogs.partition(topic, partition, self._ends)
-            store = self.open[(topic, partition)] = PartitionStore(
-                store_path(self.root, topic, partition), self.batch, self.window_ms,
-                self.now_ms, changelog)
-            self.stores_restored += store.restored > 0
-            self.writes_restored += store.restored
-            self.dropped[(topic, partition)] = DroppedTables(store)
-        return store
-
-    def close(self) -> None:
-        """Close every store opened (each one, even if another fails; then the first error)."""
-        errors = []
-        for store in self.open.values():
-            try:
-                store.close()
-            except Exception as exc:  # noqa: BLE001 (raised below, once the others are closed)
-                errors.append(exc)
-        if errors:
-            raise errors[0]
 
 
 def _apply(store: PartitionStore, key: bytes, old_timer: int | None, result: Result) -> None:
@@ -150,7 +101,7 @@ def _batch(rows: list[tuple[Any, ...]]) -> Any:
     import pyarrow as pa
 
     names = ("topic", "key", "value", "copies_in", "copies_dropped", "store_keys", "stores",
-             "stores_restored", "writes_restored", "stats")
+             "stores_restored", "writes_restored", "records_written", "stats")
     types = ((pa.string(), pa.binary(), pa.binary()) + (pa.int64(),) * (len(_COUNTS) - 1)
              + (pa.string(),))
     return pa.RecordBatch.from_arrays(
@@ -196,29 +147,42 @@ def merge_task(root: Path | None, handler_for: Callable[[], KeyMaterializer], wi
             changelog.job_id if changelog is not None else "local")
         stores = TaskStores(where, int(batch_id), window_s * 1000, now,
                             changelog.changelogs() if changelog is not None else None,
-                            changelog.made if changelog is not None else None)
+                            changelog.made if changelog is not None else None, changelog)
         handler = handler_for()
         try:
             yield from merge(batches, stores, handler, now)
-        finally:
-            stores.close()
+        except BaseException:  # (GeneratorExit too: Spark stopped reading, the task ends)
+            stores.close(failed=True)
+            raise
+        stores.close()
     return run
 
 
 def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, now: int
           ) -> Iterator[Any]:
     """Arrow batches of raw records (topic, key, value, partition, offset) → Arrow batches of
-    TASK_SCHEMA: the events, then one row of counts; the keys' state in `stores`."""
+    TASK_SCHEMA: the events (exactly-once: none, they go into each raw partition's
+    transaction), then one row of counts; the keys' state in `stores`."""
     by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
-    drops: dict[tuple[str, int], list[TableDrop]] = {}
+    drops: dict[Where, list[TableDrop]] = {}
     copies_in = dropped = 0
     stats = TaskStats()
+    out: list[tuple[Any, ...]] = []
+
+    def emit(where: Where, outputs: Iterable[tuple[str, bytes | None, bytes | None]]) -> None:
+        if stores.transactional:
+            stores.produce(where, outputs)
+        else:
+            out.extend((t, k, v, *_COUNTS) for t, k, v in outputs)
+
     # a micro-batch's records of one key are merged in one call: how records fall into
     # batches decides which intermediate images are events
     for batch in batches:
         for topic, part, keys, values, offsets in _by_partition(batch.to_pydict()):
-            copies_in += len(keys)
             first_copy = stores.get(topic, part).first_copy
+            if not stores.read((topic, part), offsets[0], offsets[-1]):
+                continue  # its batch committed already (exactly-once): nothing to write
+            copies_in += len(keys)
             for pk, value, offset in zip(keys, values, offsets, strict=True):
                 if value and value[0] == HEARTBEAT_BYTE:  # its partition's store is open:
                     copies_in -= 1  # that was its work (the expiries below)
@@ -235,11 +199,9 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
                     dropped += 1
                     continue
                 by_key.setdefault((topic, part, pk), []).append(RawRecord(value, part, offset))
-    out: list[tuple[Any, ...]] = []
     for (topic, part, key), records in by_key.items():
         if key is None or len(key) <= TABLE_ID_SIZE:  # not a raw key (topic_names.raw_key)
-            out.extend((t, k, v, *_COUNTS)
-                       for t, k, v in handler.reject(topic, key, records).outputs)
+            emit((topic, part), handler.reject(topic, key, records).outputs)
             continue
         store = stores.get(topic, part)
         if stores.dropped[(topic, part)].dropped_before(key[:TABLE_ID_SIZE]):
@@ -253,11 +215,13 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
             written_s = time.time()
             for ts_us in result.write_times_us:
                 stats.event(result.table, max(0.0, written_s - ts_us / 1e6))
-        out.extend((t, k, v, *_COUNTS) for t, k, v in result.outputs)
+        emit((topic, part), result.outputs)
         if len(out) >= _CHUNK:
             yield _batch(out)
-            out = []
-    for (topic, _part), store in stores.open.items():
+            out.clear()  # (_batch copied it)
+    for (topic, part), store in stores.open.items():
+        if (topic, part) in stores.skipped:
+            continue
         for at_ms, key in list(store.due(now)):
             store.fired(at_ms, key)  # first: the key's next timer may index this time again
             blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
@@ -267,17 +231,18 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
                 # old timer None: the next one is indexed even if it is the same time (this
                 # index entry is spent)
                 _apply(store, key, None, result)
-                out.extend((t, k, v, *_COUNTS) for t, k, v in result.outputs)
+                emit((topic, part), result.outputs)
     for where, table_drops in drops.items():
         for drop in table_drops:
             stats.drop(drop.name, stores.dropped[where].drop(drop.table_id.bytes))
     keys = sum(s.estimated_keys() for s in stores.open.values())
     out.append((None, None, None, copies_in, dropped, keys, len(stores.open),
-                stores.stores_restored, stores.writes_restored, stats.to_json()))
+                stores.stores_restored, stores.writes_restored, stores.produced,
+                stats.to_json()))
     yield _batch(out)
 
 
-def _table_drop(drops: dict[tuple[str, int], list[TableDrop]], topic: str, part: int,
+def _table_drop(drops: dict[Where, list[TableDrop]], topic: str, part: int,
                 offset: int, value: bytes) -> None:
     """Note a table-dropped record for its partition's store (a damaged one: logged)."""
     try:
@@ -323,6 +288,7 @@ def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], prefix: str
                            F.sum("stores").alias("stores_opened"),
                            F.sum("stores_restored").alias("stores_restored"),
                            F.sum("writes_restored").alias("writes_restored"),
+                           F.sum("records_written").alias("records_written"),
                            F.collect_list("stats").alias("stats"))
             .where(F.col("topic").isNotNull()).select("topic", "key", "value"))
 

@@ -134,11 +134,13 @@ class ProgressMetrics:
             self.seen = batch
             self.batches.inc()
             self.input_rows.inc(rows)
+            parts = _partition_metrics(progress)
+            # exactly-once: the tasks write the records (Spark's sink writes none)
             self.output_rows.inc(max(0, int((progress.get("sink") or {})
-                                            .get("numOutputRows", 0) or 0)))
+                                            .get("numOutputRows", 0) or 0))
+                                 + int(parts.get("records_written") or 0))
             self.batch_ms.set((progress.get("durationMs") or {}).get("triggerExecution", 0))
             self.rate.set(float(progress.get("processedRowsPerSecond") or 0.0))
-            parts = _partition_metrics(progress)
             self.copies_dropped.inc(int(parts.get("copies_dropped") or 0))
             restored = int(parts.get("stores_restored") or 0)
             if restored:  # steady state has none: say when and how many

@@ -107,6 +107,10 @@ class Changelog(Protocol):
     def flush(self) -> int:
         """Wait until every write is durable (raise if one is not); the end after them."""
 
+    def abort(self) -> int | None:
+        """After a failed attempt: make its writes durable (the end after them), or take
+        them back (None: the store must be rebuilt)."""
+
 
 class ChangelogBehind(Exception):
     """A store matched a changelog position the changelog no longer reaches."""
@@ -153,14 +157,16 @@ class PartitionStore:
                     f"{path} holds micro-batch {_BATCH.unpack(newest)[0]}, newer than the "
                     f"checkpoint's {batch}: it belongs to another checkpoint (keep the state "
                     "directory inside its checkpoint, and remove both together)")
-            self._put(_NEWEST, _BATCH.pack(batch))
+            if newest != _BATCH.pack(batch):  # (a replay that writes nothing writes nothing)
+                self._put(_NEWEST, _BATCH.pack(batch))
         except BaseException:
             self._db.close()
             raise
         self.replay = newest is not None and _BATCH.unpack(newest)[0] == batch
         if self.replay:
-            log.warning(f"micro-batch {batch} runs again on {path}: what its earlier attempt "
-                        "wrote is rolled back")
+            # (exactly-once: a batch that committed is then skipped, `consumed_offsets`)
+            log.warning(f"micro-batch {batch} runs again on {path}: what an earlier attempt "
+                        "left is rolled back")
         self._window_ms = copy_window_ms
         self._slot = now_ms // copy_window_ms if copy_window_ms > 0 else 0
         self._copies: set[bytes] = set()  # digests this attempt has seen
@@ -237,13 +243,16 @@ class PartitionStore:
         if self._log is not None:
             self._log.write(key, None)
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         """Make this attempt's writes durable in the changelog, then flush them to disk with
-        the changelog's end as the store's mark, and close the RocksDB."""
+        the changelog's end as the store's mark, and close the RocksDB; `failed`: the
+        attempt failed, and its changelog decides what becomes of its writes
+        (`Changelog.abort`)."""
         try:
             if self._log is not None:
-                self._db.put(_MARK, _MARK_VALUE.pack(self._log.flush(),
-                                                     int(time.time() * 1000)))
+                end = self._log.abort() if failed else self._log.flush()
+                if end is not None:
+                    self._db.put(_MARK, _MARK_VALUE.pack(end, int(time.time() * 1000)))
             self._db.flush()
         finally:
             self._db.close()
@@ -364,6 +373,11 @@ class PartitionStore:
     def estimated_keys(self) -> int:
         """RocksDB's estimate of the keys it holds (entries, digests, index)."""
         return int(self._db.property_int_value("rocksdb.estimate-num-keys") or 0)
+
+
+def record_key(name: bytes) -> bytes:
+    """The RocksDB key (as the changelog holds it) of the store record `name`."""
+    return _RECORD + name
 
 
 def owner_of(raw_key: bytes) -> tuple[str, bytes] | None:

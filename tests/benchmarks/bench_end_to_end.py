@@ -49,6 +49,8 @@ SECONDS = int(os.environ.get("BENCH_SECONDS", "30"))
 WARMUP_S = int(os.environ.get("BENCH_WARMUP_S", "60"))
 TRIGGER_MS = int(os.environ.get("BENCH_TRIGGER_MS", "1000"))
 TABLES = [int(n) for n in os.environ.get("BENCH_TABLES", "1").split(",")]
+# the RF=3 runs, each table count with each events.delivery, one after the other
+DELIVERIES = os.environ.get("BENCH_DELIVERY", "exactly-once,at-least-once").split(",")
 QUIET_S = int(os.environ.get("BENCH_QUIET_S", "60"))
 HTTP_PORT = 18112
 LAST_BREAKDOWN: list = []  # the last progress report seen: where a micro-batch's time goes
@@ -80,11 +82,14 @@ def test_bench_end_to_end_latency_rf3(stack, ring, tmp_path) -> None:
     node, the job: every change reaches the job three times. Also printed: where the two
     cores went over the measured seconds and over QUIET_S quiet ones, per process tree."""
     for count in TABLES:
-        _latency_rf3(stack, ring, tmp_path / f"tables{count}", count)
+        for delivery in DELIVERIES:
+            _latency_rf3(stack, ring, tmp_path / f"tables{count}-{delivery}", count, delivery)
 
 
-def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int) -> None:
-    """The RF=3 run with the writes spread over `count` tables."""
+def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
+                 delivery: str = "exactly-once") -> None:
+    """The RF=3 run with the writes spread over `count` tables, events.delivery
+    `delivery`."""
     from cassandra import ConsistencyLevel
     from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
@@ -112,7 +117,7 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int) -> None:
         for insert in inserts:  # each table's schema published before the job starts
             session.execute(insert, (-1, time.time_ns() // 1000))
         publishers.wait_caught_up()
-        job = _start_job(ring, prefix, tmp_path)
+        job = _start_job(ring, prefix, tmp_path, delivery)
         nodes = [cassandra.running_pid(n) for n in ring.all_nodes()]
         broker = kafka.running_pid(stack)
         assert None not in nodes and broker is not None, (nodes, broker)
@@ -131,9 +136,10 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int) -> None:
             kill_group(job)
         publishers.stop()
         cluster.shutdown()
-    _report(f"three nodes at RF=3, a publisher each, {count} table(s)", *result)
+    _report(f"three nodes at RF=3, a publisher each, {count} table(s), {delivery}", *result)
     machine = quiet.pop("machine")
-    print(f"cores busy over {QUIET_S}s with no writes, {count} table(s): {machine:.2f}: "
+    print(f"cores busy over {QUIET_S}s with no writes, {count} table(s), {delivery}: "
+          f"{machine:.2f}: "
           + ", ".join(f"{name} {used:.2f}" for name, used in quiet.items()))
 
 
@@ -145,11 +151,12 @@ def _cpu(trees: dict[str, list[int]]) -> dict[str, float]:
             "machine": machine_busy_s()}
 
 
-def _start_job(stack: Any, prefix: str, tmp_path: Path) -> Any:
+def _start_job(stack: Any, prefix: str, tmp_path: Path, delivery: str = "exactly-once"
+               ) -> Any:
     """The materializer following `prefix`'s raw topic, triggered every TRIGGER_MS."""
     return start_materializer(materializer_command(
         stack, prefix, tmp_path / "ckpt", f"spark.trigger_interval_ms={TRIGGER_MS}",
-        f"http.port={HTTP_PORT}", available_now=False),
+        f"http.port={HTTP_PORT}", f"events.delivery={delivery}", available_now=False),
         tmp_path / "job.log")
 
 
@@ -164,7 +171,8 @@ def _measure(session: Any, inserts: list[Any], bootstrap: str, topics: list[str]
     latencies: list[float] = []
     batches: dict[int, tuple[int, int]] = {}  # batch id → (input rows, trigger ms)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
-                         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10})
+                         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10,
+                         "isolation.level": "read_committed"})
     try:
         # the job's first event (Spark and its Python workers started) before the clock
         def started() -> bool:

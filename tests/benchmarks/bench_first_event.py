@@ -47,7 +47,8 @@ def _first_event(stack, archive: Path, work: Path) -> tuple[float, float]:
     topic = topic_names.event_topic(prefix, "bench", "t")
     TopicCreator(stack.bootstrap_servers, 2, 1).ensure(topic)
     consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers,
-                         "group.id": uuid.uuid4().hex, "fetch.wait.max.ms": 10})
+                         "group.id": uuid.uuid4().hex, "fetch.wait.max.ms": 10,
+                         "isolation.level": "read_committed"})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in (0, 1)])
     cmd = materializer_command(stack, prefix, work / f"ckpt-{prefix}",
                                f"spark.class_archive_dir={archive}")

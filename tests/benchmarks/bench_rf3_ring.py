@@ -11,8 +11,9 @@ RING_PARTITIONS (2) partitions whatever the table count. Then, over what the raw
 holds (the publishers' heartbeats too), for each master of RING_MASTERS ("local":
 local[cores]; or spark://HOST:PORT, with the executors' cores given as a run's cores), each
 entry of RING_MODES (query:cores; query as spark_runs names it: kafka-floor = Spark's Kafka
-source straight into its sink, a floor topic per table, partition = the job,
-partition+kafka = the job with spark_runs' BENCH_KAFKA_TUNED), availableNow with
+source straight into its sink, a floor topic per table, partition = the job (exactly-once,
+its default), partition+alo = the job at-least-once, partition+kafka = the job with
+spark_runs' BENCH_KAFKA_TUNED), availableNow with
 RING_BATCH copies per micro-batch, each from its own checkpoint.
 
 Printed per run: logical changes/s and copies/s, each per core, over the whole run (the
@@ -227,6 +228,12 @@ def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
                              f"{TABLES[0]})" if tables != TABLES[0] else ")")
                 cells.append(cell)
             print(f"  {api}, {where}: " + "; ".join(cells))
+        for tables in TABLES:  # the cost of exactly-once, in the same run
+            eo = whole.get(("partition", master, tables))
+            alo = whole.get(("partition+alo", master, tables))
+            if eo and alo:
+                print(f"  {master}, {tables} table(s): exactly-once {eo:,.0f}, at-least-once "
+                      f"{alo:,.0f} changes/s per core: {eo / alo:.0%}")
 
 
 def _run(ring: object, tmp_path: Path, prefix: str, ks: str, tables: int, api: str,

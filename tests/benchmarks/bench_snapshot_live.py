@@ -67,7 +67,7 @@ def test_bench_snapshot_beside_live_writes(stack, tmp_path: Path) -> None:
             tmp_path / "job.log")
         consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers,
                              "group.id": uuid.uuid4().hex, "auto.offset.reset": "earliest",
-                             "fetch.wait.max.ms": 10})
+                             "fetch.wait.max.ms": 10, "isolation.level": "read_committed"})
         topic = event_topic(agent.prefix, "lat", "t")
 
         def started() -> bool:

@@ -7,7 +7,8 @@ raw_workload), BENCH_EXTRA_CP (local mode: a jar for the driver's class path, wh
 executor's), BENCH_SPARK_CONF (spark.conf entries to try, name=value;name=value) and
 BENCH_KAFKA_TUNED (the Kafka client settings of a query named with "+kafka":
 comma-separated c:name=value for the source's consumer, p:name=value for the sink's
-producer).
+producer). A query named with "+alo" is the job with `events.delivery: at-least-once`
+(Spark's Kafka sink); without, the job's default, exactly-once.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ if "+kafka" in api:  # the Kafka client settings of BENCH_KAFKA_TUNED (c:name=v,
         side, setting = item.split(":", 1)
         name, value = setting.split("=", 1)
         (cfg.kafka.consumer if side == "c" else cfg.kafka.producer)[name] = value
+if "+alo" in api:  # the job with events.delivery: at-least-once (Spark's Kafka sink)
+    api = api.replace("+alo", "")
+    cfg.events.delivery = "at-least-once"
 if api != "partition" and "floor" not in api:
     sys.exit(f"unknown query {api!r}: partition or a floor of jvm_floors")
 spark = job.session(cfg, available_now=True)

@@ -249,3 +249,28 @@ def assert_same_events(got: dict[str, list], want: dict[str, list], where: Path)
         lines += [f"  got  {canonical(e)}" for e in got.get(key, [])]
         lines += [f"  want {canonical(e)}" for e in want.get(key, [])]
     raise AssertionError("\n".join(lines))
+
+
+def change_of(key: dict, value: dict) -> str:
+    """What makes an event one change: its key, op, images and source, but not which copy
+    of the record made it (a re-run task may keep another replica's copy) or when."""
+    source = {k: v for k, v in value["source"].items() if k not in COPY_FIELDS}
+    return canonical([key, {k: v for k, v in value.items() if k != "ts_ms"}
+                      | {"source": source}])
+
+
+def duplicates(events: list[tuple[int, int, dict, dict | None]]) -> list[str]:
+    """The events (tombstones aside) that repeat an earlier event of the same change, each
+    named by key and position, with the position of the first."""
+    first: dict[str, tuple[int, int]] = {}
+    found = []
+    for p, o, key, value in sorted(events, key=lambda e: (e[0], e[1])):
+        if value is None:
+            continue
+        ident = change_of(key, value)
+        if ident in first:
+            found.append(f"{canonical(key)} @{p}/{o}: a duplicate of the event at "
+                         f"{first[ident][0]}/{first[ident][1]}")
+        else:
+            first[ident] = (p, o)
+    return found

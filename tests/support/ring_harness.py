@@ -15,15 +15,18 @@ from hypothesis import strategies as st
 
 from devstack import cassandra
 from devstack.settings import StackSettings
+from materializer.store import consumed_offsets
+from materializer.store.layout import STATE_DIR
 from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import read_to_end
 from shared.rowupdate_reader import read_row_update
 from shared.schema import TableSchema
-from shared.topic_names import raw_topic
+from shared.topic_names import changelog_topic, raw_topic
 
 from support.materializer_harness import (
-    COPY_FIELDS,
     canonical,
+    change_of,
+    duplicates,
     final_rows,
     oracle_rows,
     read_events,
@@ -227,18 +230,24 @@ def _is_lwt(text: str) -> bool:
 
 
 def check_events(bootstrap: str, prefix: str, truth: Any, tables: dict[str, TableSchema],
-                 min_rows: int = 5) -> dict[str, int]:
-    """The three checks of every RF=3 scenario; returns events per table.
+                 min_rows: int = 5, exactly_once: bool = True) -> dict[str, int]:
+    """The checks of every RF=3 scenario, on the events a read_committed consumer reads;
+    returns events per table.
 
     For every primary key the last event's `after` (or its absence after a `d`) equals
     `SELECT` at ALL; no event shows no visible change; every event's `before` equals the
-    previous `after` of its key. An event repeated whole (same change, same source
-    position) is a replay after a restart, which at-least-once allows: counted once.
+    previous `after` of its key; no event repeats an earlier one (same change, same source
+    position: a replay). `exactly_once` False (events.delivery: at-least-once): a repeat
+    is allowed, and counted once.
     """
     problems: list[str] = []
     counts = {}
     for name, table in tables.items():
-        events = without_replays(read_events(bootstrap, f"{prefix}.{table.keyspace}.{name}"))
+        events = read_events(bootstrap, f"{prefix}.{table.keyspace}.{name}")
+        if exactly_once:
+            problems += [f"{name} {d}" for d in duplicates(events)]
+        else:
+            events = without_replays(events)
         counts[name] = len(events)
         got, want = final_rows(events), oracle_rows(truth, table)
         assert len(want) >= min_rows, f"{name}: only {len(want)} rows to compare"
@@ -295,9 +304,7 @@ def without_replays(events: list[tuple[int, int, dict, dict | None]]
             if out and out[-1][3] is not None and out[-1][2] == key:
                 out.append((p, o, key, value))  # the tombstone right after a kept delete
             continue
-        source = {k: v for k, v in value["source"].items() if k not in COPY_FIELDS}
-        ident = canonical([key, {k: v for k, v in value.items() if k != "ts_ms"}
-                           | {"source": source}])
+        ident = change_of(key, value)
         if ident not in seen:
             seen.add(ident)
             out.append((p, o, key, value))
@@ -374,3 +381,30 @@ def raw_records(env: dict, ks: str, table: str) -> list[dict]:
                for m in read_to_end(env["ring"].bootstrap_servers, raw_topic(env["prefix"]))
                if not is_heartbeat(m.value()))
     return [r for r in records if (r["keyspace"], r["table"]) == (ks, table)]
+
+
+def committed_batches(bootstrap: str, prefix: str, checkpoint: Path) -> dict[int, int]:
+    """Per raw partition, the last micro-batch whose transaction committed (exactly-once):
+    the batch of the last raw-offsets record in the job's changelog, read committed."""
+    job_id = json.loads((checkpoint / STATE_DIR / "changelog.json").read_text())["job_id"]
+    found: dict[int, int] = {}
+    for msg in read_to_end(bootstrap, changelog_topic(prefix, job_id)):
+        if msg.key() == consumed_offsets.CHANGELOG_KEY and msg.value() is not None:
+            found[msg.partition()] = consumed_offsets.decode(msg.value())[0]
+    return found
+
+
+def batch_partitions(checkpoint: Path, batch: int) -> set[int]:
+    """The raw partitions whose offsets advanced in micro-batch `batch` (from the offset
+    log: those its tasks read records of)."""
+    from materializer.checkpoint_log import parse_offset_log
+
+    def offsets(b: int) -> dict[int, int]:
+        path = checkpoint / "offsets" / str(b)
+        if not path.exists():
+            return {}
+        source = parse_offset_log(path.read_text())[1][0] or {}
+        return {int(p): o for topic in source.values() for p, o in topic.items()}
+
+    before, after = offsets(batch - 1), offsets(batch)
+    return {p for p, o in after.items() if o > before.get(p, 0)}

@@ -10,7 +10,8 @@ import pyarrow as pa
 
 from materializer.key_materializer import KeyMaterializer, Schemas
 from materializer.output.event_settings import EventSettings
-from materializer.spark.partition_job import TaskStores, merge
+from materializer.spark.partition_job import merge
+from materializer.spark.task_stores import TaskStores
 
 
 def run_task(root: Path, batch: int, now_ms: int, rows: list[tuple[bytes, bytes]],

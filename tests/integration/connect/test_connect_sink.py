@@ -34,6 +34,7 @@ from devstack.settings import StackSettings, repo_root
 from materializer.output.values import ValueModes, to_connect
 from publisher.commitlog.schema_source import read_system_schema
 from shared.cqltype import CqlType
+from shared.kafka_topics import read_to_end
 from shared.schema import TableSchema, catalog_from_json
 
 from support.materializer_harness import (
@@ -169,8 +170,12 @@ def _caught_up(m: dict[str, Any]) -> None:
         topics = [f"{m['prefix']}.{m['ks']}.{t}" for t in m["tables"]]
         parts = [TopicPartition(t, p) for t in topics
                  for p in consumer.list_topics(t, timeout=10).topics[t].partitions]
-        ends = {(tp.topic, tp.partition): consumer.get_watermark_offsets(tp, timeout=10)[1]
-                for tp in parts}
+        # the sink commits the offset after the last record it took, and a transaction's
+        # commit marker takes the offset after that: the ends are the last records'
+        ends = {(tp.topic, tp.partition): 0 for tp in parts}
+        for topic in topics:
+            for msg in read_to_end(s.bootstrap_servers, topic):
+                ends[(topic, msg.partition())] = msg.offset() + 1
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             status = connect.connector_status(s, m["connector"])

@@ -35,3 +35,49 @@ def test_a_tasks_changelog_ends_read_at_once_equal_each_partitions_own(stack):
     assert handed.end() == 99
     assert handed.end() == ends[(topic, 1)]  # then read from the broker again
     assert logs.ends({}) == {}
+
+
+def test_a_store_rebuilt_from_a_changelog_with_aborted_writes_takes_the_committed_only(
+        stack, tmp_path):
+    """Exactly-once: a store's writes go into its partition's transaction. One attempt
+    commits, the next aborts (its events and writes invisible), a third writes and is cut
+    off (a zombie, fenced by the producer of the attempt after it). A store rebuilt from
+    the changelog holds what the committed attempts wrote, and its end is the one a
+    read_committed reader sees."""
+    from materializer.kafka.transactions import TransactionFailed, transaction_for
+    from materializer.store.partition_store import PartitionStore
+    from shared.kafka_topics import TopicCreator, read_to_end
+
+    prefix = f"cl{uuid.uuid4().hex[:6]}"
+    kafka = {"bootstrap.servers": stack.bootstrap_servers}
+    logs = Changelogs(kafka, prefix, "job1", 1)
+    raw = raw_topic(prefix)
+    logs.ensure(2)
+    events = f"{prefix}.ks.t"
+    TopicCreator(kafka, 1, 1).ensure_many([events])
+    owner = tmp_path / "txn-owner.1"
+
+    def attempt(batch: int, value: bytes, outcome: str) -> None:
+        txn, _ = transaction_for(kafka, {}, f"{prefix}-t1", owner)
+        store = PartitionStore(tmp_path / f"local-{batch}", batch, 0, 0,
+                               logs.partition(raw, 1, None, txn))
+        store.put(b"k", value)
+        txn.produce(events, b"k", value)
+        if outcome == "zombie":  # a new attempt's producer takes the id: this one is fenced
+            owner.unlink()
+            transaction_for(kafka, {}, f"{prefix}-t1", owner)
+            with pytest.raises(TransactionFailed, match="fenced"):
+                store.close()
+        else:
+            store.close(failed=outcome == "abort")
+
+    attempt(1, b"one", "commit")
+    attempt(2, b"two", "abort")
+    attempt(2, b"zombie", "zombie")
+    attempt(2, b"three", "commit")
+    assert [m.value() for m in read_to_end(kafka, events)] == [b"one", b"three"]
+    rebuilt = PartitionStore(tmp_path / "rebuilt", 3, 0, 0, logs.partition(raw, 1))
+    try:
+        assert rebuilt.restored > 0 and rebuilt.get(b"k") == b"three"
+    finally:
+        rebuilt.close()

@@ -37,6 +37,7 @@ from shared.topic_names import changelog_topic, raw_topic
 from support.materializer_harness import (
     assert_same_events,
     canonical,
+    duplicates,
     events_by_key,
     final_rows,
     kill_group,
@@ -87,6 +88,7 @@ def _compare(stack, cql, workload, prefix: str) -> None:
     for name in ("r", "ctr"):
         table = workload["tables"][name]
         events = read_events(stack.bootstrap_servers, f"{prefix}.{workload['ks']}.{name}")
+        problems += [f"{name} {d}" for d in duplicates(events)]  # exactly-once, the default
         got, want = final_rows(events), oracle_rows(cql, table)
         assert len(want) >= 3  # the counter table draws from a handful of keys
         for key in sorted(got.keys() | want.keys()):

@@ -8,7 +8,9 @@ every `before` is the previous `after` of its key.
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 import uuid
 from collections import Counter
@@ -22,6 +24,7 @@ from devstack import cassandra
 from devstack import stack as devstack
 from materializer.store.layout import STATE_DIR
 from publisher.commitlog.schema_source import read_system_schema
+from shared.pids import pid_alive
 from shared.schema import catalog_from_json
 from shared.topic_names import raw_topic
 
@@ -35,7 +38,9 @@ from support.materializer_harness import (
 from support.raw_copies import copy_raw
 from support.ring_harness import (
     RingPublishers,
+    batch_partitions,
     check_events,
+    committed_batches,
     job_caught_up,
     no_hints_left,
     nodetool_each,
@@ -449,10 +454,11 @@ def test_tables_of_every_type_come_and_go_and_a_broker_restart_keep_the_job_runn
     """While the job runs: four keyspaces of the workload's tables (every CQL type, statics,
     collections, a UDT, counters) created at once, so eight event topics are new to Kafka in
     the same second; random statements over them at ONE, QUORUM and ALL, the broker
-    restarted in the middle of the writes; then one table of every type dropped (the three
-    publishers each announce it, its keys' state is freed once), a fifth keyspace created
-    after it and written, and more writes to the first. The job carries on or starts its
-    query again from the checkpoint; every table left passes the three checks."""
+    SIGKILLed in the middle of the writes and started again; then one table of every type
+    dropped (the three publishers each announce it, its keys' state is freed once), a fifth
+    keyspace created after it and written, and more writes to the first. The job carries on
+    or starts its query again from the checkpoint; every table left passes the checks (no
+    event twice among them)."""
     from devstack import artifacts, kafka
 
     ring, work, truth = env["ring"], env["work"], env["truth"]
@@ -475,8 +481,11 @@ def test_tables_of_every_type_come_and_go_and_a_broker_restart_keep_the_job_runn
                           http_get(http_port, "/metrics")[1], re.M)
         return float(found.group(1)) if found else None
 
-    def restart_broker() -> None:  # the broker goes away for a few seconds
-        assert kafka.shutdown(stack)  # the broker of the session's stack
+    def restart_broker() -> None:  # the broker killed mid-stream, away for a few seconds
+        pid = kafka.running_pid(stack)  # the broker of the session's stack
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)  # open transactions and all: nothing shuts down cleanly
+        wait_until(lambda: not pid_alive(pid), 30, "the broker gone")
         time.sleep(3)
         kafka.wait_ready(stack, kafka.start(stack, artifacts.find_java()))
 
@@ -546,3 +555,131 @@ def test_standalone_cluster_job_survives_a_killed_worker(env, staged) -> None:
     assert run["code"] == 0 and run["batches"] >= 1, run["log"]
     check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"],
                  {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")})
+
+
+def _table_files(checkpoint: Path) -> set[str]:
+    """The local partition stores' table files: a store gains one when it closes, which
+    under exactly-once is right after its partition's transaction committed."""
+    return {str(p) for p in (checkpoint / STATE_DIR).glob("*/[0-9]*/*.sst")}
+
+
+def _batches(checkpoint: Path, log: str) -> set[int]:
+    folder = checkpoint / log
+    return {int(p.name) for p in folder.glob("[0-9]*")} if folder.is_dir() else set()
+
+
+def test_driver_killed_after_its_tasks_committed_writes_no_event_twice(env) -> None:
+    """While writes go on, the job (local master, exactly-once, the default) is SIGKILLed
+    once every task of a micro-batch has committed its transaction and before Spark
+    commits the batch; restarted, Spark runs the batch again and every partition skips it.
+    Then: no event twice, none missing, last `after` == SELECT at ALL."""
+    ring, work, prefix = env["ring"], env["work"], env["prefix"]
+    ks = _keyspace(env)
+    ckpt = work / "ckpt-committed"
+    log = work / "committed.log"
+    cmd = materializer_command(ring, prefix, ckpt, "http.port=18293",
+                               "kafka.starting_offsets=latest", available_now=False)
+    landed: list[dict] = []
+    job = [start_materializer(cmd, log)]
+    wait_until(lambda: '"batchId"' in http_get(18293, "/status")[1], 240,
+               "the job's first progress report")
+
+    def kill_between_commits() -> None:
+        """Kill the job once every partition of a running batch committed (its store
+        flushed a table file) and before Spark's commit; try a few batches."""
+        for _ in range(6):
+            done = _batches(ckpt, "commits")
+            wait_until(lambda done=done: _batches(ckpt, "offsets") - done
+                       - {max(done, default=-1)},
+                       60, "a micro-batch running", interval_s=0.005)
+            batch = max(_batches(ckpt, "offsets"))
+            parts = batch_partitions(ckpt, batch)
+            base = _table_files(ckpt)
+
+            def stores_flushed(base: set[str] = base, parts: set[int] = parts) -> bool:
+                new = {int(Path(f).parent.name) for f in _table_files(ckpt) - base}
+                return bool(parts) and parts <= new
+
+            try:
+                wait_until(lambda b=batch: stores_flushed() or b in _batches(ckpt, "commits"),
+                           60, "the batch's stores flushed", interval_s=0.002)
+            finally:
+                if stores_flushed() and batch not in _batches(ckpt, "commits"):
+                    kill_group(job[-1])
+            if job[-1].poll() is not None:
+                if batch in _batches(ckpt, "commits"):  # Spark was faster than the poll
+                    job.append(start_materializer(cmd, log))
+                    continue
+                landed.append({"batch": batch, "partitions": parts})
+                return
+        raise AssertionError("no kill landed between the tasks' commits and Spark's")
+
+    hooks = {600: kill_between_commits,
+             700: lambda: job.append(start_materializer(cmd, log))}
+    try:
+        done = run_ring_workload(env["sessions"], ks, STATEMENTS // 3, seed=31, at=hooks)
+        assert not hooks and len(done.executed) >= 900, hooks
+        env["publishers"].wait_caught_up()
+        wait_until(lambda: job_caught_up(ckpt, ring.bootstrap_servers, raw_topic(prefix))
+                   or job[-1].poll() is not None, 300, "the job at the end of the raw topic",
+                   interval_s=2)
+        assert job[-1].poll() is None, log.read_text()[-3000:]
+    finally:
+        for proc in job:
+            kill_group(proc)
+    batch, parts = landed[0]["batch"], landed[0]["partitions"]
+    committed = committed_batches(ring.bootstrap_servers, prefix, ckpt)
+    print(f"\nkilled in micro-batch {batch}: partitions {sorted(parts)} had committed it")
+    # the rerun found every partition's transaction of that batch committed
+    assert all(committed.get(p, -1) >= batch for p in parts), committed
+    text = log.read_text()
+    assert all(f"micro-batch {batch} of {raw_topic(prefix)}[{p}] committed already" in text
+               for p in parts), text[-3000:]
+    check_events(ring.bootstrap_servers, prefix, env["truth"],
+                 {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")}, min_rows=1)
+
+
+def test_sigterm_during_a_long_batch_then_a_restart_write_no_event_twice(env) -> None:
+    """A backlog makes a long micro-batch; SIGTERM during it, and again (stop at once: the
+    batch is cancelled mid-way, its open transactions left behind); the job ends without a
+    traceback, and restarted it runs the batch again. No event twice, none missing."""
+    ring, work, prefix = env["ring"], env["work"], env["prefix"]
+    ks = _keyspace(env)
+    ckpt = work / "ckpt-sigterm"
+    log = work / "sigterm.log"
+    cmd = materializer_command(ring, prefix, ckpt, "http.port=18294",
+                               "kafka.starting_offsets=latest", available_now=False)
+    job = start_materializer(cmd, log)
+    try:  # started before the backlog ("latest"), stopped, then the backlog is written
+        wait_until(lambda: '"batchId"' in http_get(18294, "/status")[1], 240,
+                   "the job's first progress report")
+        job.send_signal(signal.SIGTERM)
+        assert job.wait(120) == 0, log.read_text()[-3000:]
+        done = run_ring_workload(env["sessions"], ks, STATEMENTS, seed=37)
+        assert len(done.executed) >= 3000
+        env["publishers"].wait_caught_up()
+        committed = _batches(ckpt, "commits")
+        job = start_materializer(cmd, log)
+        wait_until(lambda: _batches(ckpt, "offsets") - committed - {max(committed)}, 240,
+                   "the backlog's micro-batch running", interval_s=0.05)
+        batch = max(_batches(ckpt, "offsets"))
+        time.sleep(1.0)  # its tasks are merging and writing
+        in_flight = batch not in _batches(ckpt, "commits")
+        job.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        job.send_signal(signal.SIGTERM)
+        code = job.wait(180)
+        text = log.read_text()
+        assert code == 0 and "Traceback" not in text, text[-3000:]
+        print(f"\nSIGTERM in micro-batch {batch} (running then: {in_flight}); committed "
+              f"after the stop: {batch in _batches(ckpt, 'commits')}")
+        assert in_flight
+        job = start_materializer(cmd, log)
+        wait_until(lambda: job_caught_up(ckpt, ring.bootstrap_servers, raw_topic(prefix))
+                   or job.poll() is not None, 300, "the job at the end of the raw topic",
+                   interval_s=2)
+        assert job.poll() is None, log.read_text()[-3000:]
+    finally:
+        kill_group(job)
+    check_events(ring.bootstrap_servers, prefix, env["truth"],
+                 {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")}, min_rows=1)

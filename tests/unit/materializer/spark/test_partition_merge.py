@@ -12,7 +12,8 @@ import pyarrow as pa
 
 from materializer.key_materializer import KeyMaterializer
 from materializer.output.event_settings import EventSettings
-from materializer.spark.partition_job import TaskStores, merge
+from materializer.spark.partition_job import merge
+from materializer.spark.task_stores import TaskStores
 from shared import rowupdate
 from shared.heartbeat import Heartbeat, encode_heartbeat
 from shared.topic_names import raw_key

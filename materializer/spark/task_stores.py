@@ -1,0 +1,135 @@
+"""The partition stores one task of the merge opens, with their changelogs and, under
+exactly-once delivery, their raw partitions' transactions (`materializer.kafka.
+transactions`).
+
+Exactly-once, per raw partition of the task: the partition's transactional producer is
+taken (made and initialised first if this process's may be stale: that fences every earlier
+attempt) before its store is opened and caught up, so the changelog read is final; the
+store's writes, the partition's events and the record of the raw offsets consumed go into
+the transaction; closing the store commits it, and only then marks the store as matching
+the changelog. A failed attempt aborts its transactions and leaves its stores unmarked, so
+they are rebuilt from the changelog, which holds committed writes only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from materializer.kafka.changelog import ChangelogJob, Changelogs
+from materializer.kafka.transactions import PartitionTransaction
+from materializer.store.consumed_offsets import ConsumedOffsets
+from materializer.store.dropped_tables import DroppedTables
+from materializer.store.layout import store_path
+from materializer.store.partition_store import PartitionStore
+
+log = logging.getLogger(__name__)
+Where = tuple[str, int]  # a raw (topic, partition)
+
+
+def owner_file(store: Path) -> Path:
+    """Beside a store: the token of the producer that last took its partition's
+    transactional id in this store's place (`transactions.transaction_for`)."""
+    return store.with_name(f"txn-owner.{store.name}")
+
+
+class TaskStores:
+    """The partition stores one task opens, at most one per raw partition,
+    each caught up with its changelog in `changelogs` (None: local stores only);
+    `job` with `transactional` set: exactly-once, one transaction per raw partition."""
+
+    def __init__(self, root: Path, batch: int, window_ms: int, now_ms: int,
+                 changelogs: Changelogs | None = None,
+                 changelog_topics: Mapping[str, int] | None = None,
+                 job: ChangelogJob | None = None) -> None:
+        self.root, self.batch, self.window_ms, self.now_ms = root, batch, window_ms, now_ms
+        self.changelogs = changelogs
+        self.changelog_topics = changelog_topics or {}  # their ends are read at first use
+        self.job = job if job is not None and job.transactional else None
+        self._ends: dict[tuple[str, int], int] | None = None
+        self.open: dict[Where, PartitionStore] = {}
+        self.dropped: dict[Where, DroppedTables] = {}  # each open store's
+        self.txns: dict[Where, PartitionTransaction] = {}
+        self.consumed: dict[Where, ConsumedOffsets] = {}
+        self.ranges: dict[Where, list[int]] = {}  # first and last raw offset read
+        self.skipped: set[Where] = set()  # committed already: this attempt writes nothing
+        self.stores_restored = self.writes_restored = 0
+        self.produced = 0  # events and dead letters written in the transactions
+
+    @property
+    def transactional(self) -> bool:
+        """Whether the task delivers exactly once (its events go through `produce`)."""
+        return self.job is not None
+
+    def get(self, topic: str, partition: int) -> PartitionStore:
+        """The store of (topic, partition), opened on first use."""
+        store = self.open.get((topic, partition))
+        if store is None:
+            path = store_path(self.root, topic, partition)
+            changelog = None
+            if self.changelogs is not None:
+                if self._ends is None:  # every changelog end this task may need, at once
+                    self._ends = self.changelogs.ends(self.changelog_topics)
+                if self.job is not None:
+                    txn, new = self.job.transaction(topic, partition, owner_file(path))
+                    self.txns[(topic, partition)] = txn
+                    # an end read before this producer fenced the earlier ones is not final
+                    changelog = self.changelogs.partition(topic, partition,
+                                                          None if new else self._ends, txn)
+                else:
+                    changelog = self.changelogs.partition(topic, partition, self._ends)
+            store = self.open[(topic, partition)] = PartitionStore(
+                path, self.batch, self.window_ms, self.now_ms, changelog)
+            self.stores_restored += store.restored > 0
+            self.writes_restored += store.restored
+            self.dropped[(topic, partition)] = DroppedTables(store)
+            if self.job is not None:
+                self.consumed[(topic, partition)] = ConsumedOffsets(store)
+        return store
+
+    def read(self, where: Where, first: int, last: int) -> bool:
+        """Note that raw offsets `first` to `last` of `where` were read; whether to merge
+        them (False: the partition's batch committed already, exactly-once)."""
+        seen = self.ranges.get(where)
+        if seen is None:
+            self.ranges[where] = [first, last]
+            if self.job is not None and self.consumed[where].committed(first):
+                self.skipped.add(where)
+                log.warning(f"micro-batch {self.batch} of {where[0]}[{where[1]}] committed "
+                            "already: its records are skipped")
+        else:
+            seen[1] = last
+        return where not in self.skipped
+
+    def produce(self, where: Where, outputs: Iterable[tuple[str, bytes | None, bytes | None]]
+                ) -> None:
+        """Write events of raw partition `where` in its transaction."""
+        txn = self.txns[where]
+        for topic, key, value in outputs:
+            txn.produce(topic, key, value)
+            self.produced += 1
+
+    def close(self, failed: bool = False) -> None:
+        """Close every store opened (each one, even if another fails; then the first error);
+        exactly-once: each raw partition's transaction commits, with the offsets it read,
+        as its store closes; `failed`: the task failed, and they are aborted."""
+        errors = []
+        for where, store in self.open.items():
+            ok = not failed
+            try:
+                if self.job is not None and ok and where in self.ranges:
+                    first, last = self.ranges[where]
+                    if where in self.skipped:
+                        self.consumed[where].check_end(last)
+                    else:
+                        self.consumed[where].record(first, last)
+            except Exception as exc:  # noqa: BLE001 (raised below, once the others are closed)
+                errors.append(exc)
+                ok = False
+            try:
+                store.close(failed=not ok)
+            except Exception as exc:  # noqa: BLE001 (as above)
+                errors.append(exc)
+        if errors:
+            raise errors[0]

@@ -1,0 +1,64 @@
+"""The raw offsets the last committed micro-batch of a store consumed (exactly-once
+delivery): a store record written in the partition's transaction with its events and
+changelog writes, so it is committed exactly when they are.
+
+What it is for: Spark runs a micro-batch again when its own commit did not happen (the
+driver killed after the tasks committed their transactions), and the new attempt of a
+partition must then write nothing. The attempt opens the store (caught up with the
+changelog, which holds only committed transactions) and finds the batch recorded: it skips
+the partition's records. A batch recorded with other offsets than the attempt reads means
+the checkpoint's offsets and the store disagree; that stops the task with both ranges named.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from materializer.store.partition_store import PartitionStore, record_key
+
+_NAME = b"raw-offsets"
+_VALUE = struct.Struct(">qqq")  # batch, first offset, last offset
+CHANGELOG_KEY = record_key(_NAME)  # the record's key in the changelog
+
+
+def decode(value: bytes) -> tuple[int, int, int]:
+    """(batch, first raw offset, last raw offset) of a record (for operators and tests)."""
+    batch, first, last = _VALUE.unpack(value)
+    return batch, first, last
+
+
+class OffsetsDisagree(Exception):
+    """A replayed batch reads other raw offsets than the committed one consumed."""
+
+
+class ConsumedOffsets:
+    """The record of what one open store's partition consumed in its last committed batch."""
+
+    def __init__(self, store: PartitionStore) -> None:
+        self.store = store
+        raw = store.record(_NAME)
+        self.batch, self.first, self.last = (-1, -1, -1) if raw is None else _VALUE.unpack(raw)
+
+    def committed(self, first_offset: int) -> bool:
+        """Whether this store's batch already committed, read from raw offset
+        `first_offset` on (then the attempt writes nothing)."""
+        if self.batch != self.store.batch:
+            return False
+        if first_offset != self.first:
+            raise OffsetsDisagree(
+                f"{self.store.path}: micro-batch {self.batch} committed raw offsets "
+                f"{self.first} to {self.last}, and runs again from offset {first_offset}: "
+                "the checkpoint and the store do not belong together")
+        return True
+
+    def check_end(self, last_offset: int) -> None:
+        """A committed batch, replayed: its last raw offset must be the one recorded."""
+        if last_offset != self.last:
+            raise OffsetsDisagree(
+                f"{self.store.path}: micro-batch {self.batch} committed raw offsets "
+                f"{self.first} to {self.last}, and runs again up to offset {last_offset}: "
+                "the checkpoint and the store do not belong together")
+
+    def record(self, first_offset: int, last_offset: int) -> None:
+        """Record the raw offsets this batch consumed (written in its transaction)."""
+        self.store.set_record(_NAME, _VALUE.pack(self.store.batch, first_offset, last_offset))
