@@ -51,6 +51,10 @@ TABLES = ("r", "ctr")
 @click.option("--master", type=click.Choice(["local", "cluster"]), default="local",
               show_default=True, help="The job on local[2], or on the stack's Spark "
                                        "standalone cluster (worker faults need it).")
+@click.option("--delivery", type=click.Choice(["exactly-once", "at-least-once"]),
+              default="exactly-once", show_default=True,
+              help="The job's events.delivery; exactly-once fails the soak on any duplicate "
+                   "event.")
 @click.option("--workers", default=4, show_default=True, help="Statements in flight.")
 @click.option("--partitions", default=500, show_default=True,
               help="Values of the partition key's first column (keys: 36 rows each).")
@@ -59,18 +63,19 @@ TABLES = ("r", "ctr")
                    ".casscade/soak/<seed>).")
 @click.option("--keep", is_flag=True, help="Leave everything running at the end.")
 def main(statements: int, duration_s: float, fault_target: int, every_s: float,
-         seed: int | None, master: str, workers: int, partitions: int, work: Path | None,
-         keep: bool) -> None:
+         seed: int | None, master: str, delivery: str, workers: int, partitions: int,
+         work: Path | None, keep: bool) -> None:
     """Soak the pipeline under faults and print one report (exit 1 on any mismatch)."""
     seed = seed if seed is not None else random.SystemRandom().randrange(10**6)
     kinds = KINDS if master == "cluster" else tuple(k for k in KINDS if k != "worker")
     print(f"[soak] seed {seed}: replay with --seed {seed} --master {master} --statements "
-          f"{statements} --fault-every {every_s:g} --duration {duration_s:g}"
+          f"{statements} --fault-every {every_s:g} --duration {duration_s:g} "
+          f"--delivery {delivery}"
           + (f" --faults {fault_target}" if fault_target else ""), flush=True)
     stack = StackSettings.from_env()
     work = work or stack.state_dir / "soak" / str(seed)
     work.mkdir(parents=True, exist_ok=True)
-    rig = Rig(stack, work, f"soak{uuid.uuid4().hex[:6]}", master)
+    rig = Rig(stack, work, f"soak{uuid.uuid4().hex[:6]}", master, delivery)
     started = time.monotonic()
     injector: Injector | None = None
     ok = False
@@ -107,11 +112,13 @@ def main(statements: int, duration_s: float, fault_target: int, every_s: float,
         counts = {t: stream_counts(rig.ring.bootstrap_servers, f"{rig.prefix}.{ks}.{t}")
                   for t in TABLES}
         report = _report(seed, master, load, injector, verified, counts, settle_s,
-                         time.monotonic() - started)
+                         time.monotonic() - started) | {"delivery": delivery}
         (work / "report.json").write_text(json.dumps(report, indent=1))
         _print(report)
         ok = (verified["exit_code"] == 0 and not injector.log.failed
-              and not any(c.no_ops or c.broken_chains for c in counts.values()))
+              and not any(c.no_ops or c.broken_chains for c in counts.values())
+              and (delivery != "exactly-once"
+                   or not any(c.duplicates for c in counts.values())))
     finally:
         if injector is not None:  # a fault half done must not start a part after the end
             injector.stop.set()
@@ -185,7 +192,7 @@ def _report(seed: int, master: str, load, injector: Injector, verified: dict, co
 
 def _print(r: dict) -> None:
     print("\n=== soak report ===")
-    print(f"seed {r['seed']}, master {r['master']}, {r['seconds']:,} s "
+    print(f"seed {r['seed']}, master {r['master']}, {r['delivery']}, {r['seconds']:,} s "
           f"(settling at the end {r['settle_seconds']} s)")
     print(f"statements {r['statements']:,} ({r['statements_per_s']}/s); outcome unknown "
           f"{sum(r['outcome_unknown'].values()):,} {r['outcome_unknown']}")

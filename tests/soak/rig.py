@@ -40,6 +40,7 @@ class Rig:
     work: Path
     prefix: str
     master: str  # "local" or "cluster"
+    delivery: str = "exactly-once"  # the job's events.delivery
     ring: StackSettings = field(init=False)
     publishers: RingPublishers = field(init=False)
     sessions: dict[int, Any] = field(default_factory=dict)
@@ -88,6 +89,7 @@ class Rig:
     def job_command(self) -> list[str]:
         """`casscade materializer run`, continuous, tuned to come back fast after a fault."""
         sets = [f"http.port={JOB_PORT}", "spark.restart_backoff_s=2", "spark.max_restarts=0",
+                f"events.delivery={self.delivery}",
                 'kafka.producer={"delivery.timeout.ms": "30000", "request.timeout.ms": '
                 '"10000"}']
         if self.master == "cluster":

@@ -21,6 +21,7 @@ from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import read_to_end
 from shared.rowupdate_reader import read_row_update
 from shared.schema import TableSchema
+from shared.table_drop import is_table_drop
 from shared.topic_names import changelog_topic, raw_topic
 
 from support.materializer_harness import (
@@ -379,7 +380,7 @@ def raw_records(env: dict, ks: str, table: str) -> list[dict]:
     """Every raw record of a table in a ring test's `env` (from the raw topic), decoded."""
     records = (read_row_update(m.value())
                for m in read_to_end(env["ring"].bootstrap_servers, raw_topic(env["prefix"]))
-               if not is_heartbeat(m.value()))
+               if not is_heartbeat(m.value()) and not is_table_drop(m.value()))
     return [r for r in records if (r["keyspace"], r["table"]) == (ks, table)]
 
 
