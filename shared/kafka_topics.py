@@ -116,6 +116,11 @@ class TopicCreator:
             time.sleep(0.1)
 
 
+# A reader's fetch at a partition's end waits this long at the broker for data (Kafka's
+# default: 500 ms), and the next partition's first fetch waits behind it on the connection
+READ_FETCH_WAIT_MS = 10
+
+
 def read_to_end(bootstrap: str | Mapping[str, str], topic: str, timeout_s: float = 30.0,
                 start: dict[int, int] | None = None) -> Iterator[Message]:
     """Every committed record of `topic` from `start` (partition → offset; default: the
@@ -124,7 +129,8 @@ def read_to_end(bootstrap: str | Mapping[str, str], topic: str, timeout_s: float
     KafkaException if the topic is missing or a record does not come within `timeout_s`."""
     consumer = Consumer(with_refusal_log(client_conf(bootstrap), log)
                         | {"group.id": f"read-{uuid.uuid4()}", "enable.auto.commit": False,
-                           "isolation.level": "read_committed"})
+                           "isolation.level": "read_committed",
+                           "fetch.wait.max.ms": READ_FETCH_WAIT_MS})
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None:
@@ -154,8 +160,11 @@ def read_range(consumer: Consumer, topic: str, partition: int, first: int, end: 
     try:
         offset, last_read = first, time.monotonic()
         while offset < end:
-            # consume() waits for its count or its timeout: ask for no more than is left
-            msgs = consumer.consume(min(10_000, end - offset), min(1.0, timeout_s))
+            # consume() waits for its count or its timeout, and offsets without a record
+            # (a transaction's marker ends most partitions a transactional writer wrote)
+            # never make up the count: ask for no more than is left, and look at the
+            # position after a short wait
+            msgs = consumer.consume(min(10_000, end - offset), min(0.05, timeout_s))
             for msg in msgs:
                 if msg.error():
                     raise KafkaException(msg.error())

@@ -34,7 +34,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from materializer.kafka.transactions import PartitionTransaction, transaction_for
 from shared.kafka_security import client_conf, with_refusal_log
-from shared.kafka_topics import TopicCreator, read_range
+from shared.kafka_topics import READ_FETCH_WAIT_MS, TopicCreator, read_range
 from shared.topic_names import changelog_topic, transactional_id
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,8 @@ class Changelogs:
         # last stable offsets (the same as the high watermarks when nothing is open)
         self.consumer = Consumer(conf | {"group.id": f"casscade-changelog-{job_id}",
                                           "enable.auto.commit": False,
-                                          "isolation.level": "read_committed"})
+                                          "isolation.level": "read_committed",
+                                          "fetch.wait.max.ms": READ_FETCH_WAIT_MS})
         self._lock = threading.Lock()
         self.delivered: dict[tuple[str, int], int] = {}  # (topic, partition) → next offset
         self.failed: dict[tuple[str, int], str] = {}

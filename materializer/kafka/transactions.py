@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -60,7 +59,6 @@ class PartitionTransaction:
         self.token = uuid.uuid4().hex  # what the owner file holds while this one is newest
         self.broken = False  # fenced or fatally failed: the process makes a new one
         self._open = False
-        self._lock = threading.Lock()
         self.delivered: dict[tuple[str, int], int] = {}  # (topic, partition) → last offset
         self._failed: str | None = None
         self._producer = Producer(dict(conf) | {
@@ -75,23 +73,26 @@ class PartitionTransaction:
                                     f"could not initialise: {exc}") from exc
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        with self._lock:
-            if err is not None:
-                if self._failed is None:
-                    self._failed = (f"{msg.topic()}[{msg.partition()}]: "
-                                    f"{err.name()}: {err.str()}")
-            else:
-                key = (msg.topic(), msg.partition())
-                self.delivered[key] = max(self.delivered.get(key, -1), msg.offset())
+        # (librdkafka calls it from poll() and flush(), in the producing thread)
+        if err is not None:
+            if self._failed is None:
+                self._failed = f"{msg.topic()}[{msg.partition()}]: {err.name()}: {err.str()}"
+        else:
+            key = (msg.topic(), msg.partition())
+            self.delivered[key] = max(self.delivered.get(key, -1), msg.offset())
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None,
                 partition: int | None = None) -> None:
-        """Write one record in the open transaction (begun by the first write)."""
+        """Write one record in the open transaction (begun by the first write); a record
+        for a given `partition` (a changelog write) has its offset kept in `delivered`."""
         if not self._open:
             self._begin()
-        kwargs: dict[str, Any] = {"on_delivery": self._on_delivery}
+        # an event needs no report of its own (a failed write fails the commit), and a
+        # Python call per record costs; a changelog write's offset makes the store's mark
+        kwargs: dict[str, Any] = {}
         if partition is not None:
             kwargs["partition"] = partition
+            kwargs["on_delivery"] = self._on_delivery
         while True:
             try:
                 self._producer.produce(topic, value, key, **kwargs)
@@ -112,7 +113,7 @@ class PartitionTransaction:
 
     def commit(self) -> dict[tuple[str, int], int]:
         """Commit the open transaction (none: nothing to do); the last offset written to
-        each (topic, partition). TransactionFailed if it did not commit (then it is
+        each partition given to `produce`. TransactionFailed if it did not commit (then it is
         aborted, or the producer fenced: nothing of it becomes visible)."""
         if not self._open:
             return {}
@@ -126,11 +127,10 @@ class PartitionTransaction:
                     continue  # librdkafka: call it again to wait for the outcome
                 self._fail(exc, "the commit failed")
         self._open = False
-        with self._lock:
-            if self._failed is not None:  # librdkafka fails the commit first; belt and braces
-                raise TransactionFailed(f"{self.transactional_id}: a write failed: "
-                                        f"{self._failed}")
-            return dict(self.delivered)
+        if self._failed is not None:  # librdkafka fails the commit first; belt and braces
+            raise TransactionFailed(f"{self.transactional_id}: a write failed: "
+                                    f"{self._failed}")
+        return dict(self.delivered)
 
     def abort(self) -> None:
         """Abort the open transaction, if any (a fenced producer's is aborted by its

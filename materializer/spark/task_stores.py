@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from materializer.kafka.changelog import ChangelogJob, Changelogs
@@ -113,23 +114,33 @@ class TaskStores:
     def close(self, failed: bool = False) -> None:
         """Close every store opened (each one, even if another fails; then the first error);
         exactly-once: each raw partition's transaction commits, with the offsets it read,
-        as its store closes; `failed`: the task failed, and they are aborted."""
-        errors = []
-        for where, store in self.open.items():
-            ok = not failed
-            try:
-                if self.job is not None and ok and where in self.ranges:
-                    first, last = self.ranges[where]
-                    if where in self.skipped:
-                        self.consumed[where].check_end(last)
-                    else:
-                        self.consumed[where].record(first, last)
-            except Exception as exc:  # noqa: BLE001 (raised below, once the others are closed)
-                errors.append(exc)
-                ok = False
-            try:
-                store.close(failed=not ok)
-            except Exception as exc:  # noqa: BLE001 (as above)
-                errors.append(exc)
+        as its store closes, the partitions' commits at once (each waits for the broker);
+        `failed`: the task failed, and they are aborted."""
+        if self.job is not None and len(self.open) > 1:
+            with ThreadPoolExecutor(len(self.open)) as pool:
+                found = list(pool.map(lambda item: self._close(*item, failed),
+                                      self.open.items()))
+        else:
+            found = [self._close(where, store, failed) for where, store in self.open.items()]
+        errors = [e for e in found if e is not None]
         if errors:
             raise errors[0]
+
+    def _close(self, where: Where, store: PartitionStore, failed: bool) -> Exception | None:
+        """Close one store (exactly-once: record its offsets, commit); the error, if any."""
+        error = None
+        ok = not failed
+        try:
+            if self.job is not None and ok and where in self.ranges:
+                first, last = self.ranges[where]
+                if where in self.skipped:
+                    self.consumed[where].check_end(last)
+                else:
+                    self.consumed[where].record(first, last)
+        except Exception as exc:  # noqa: BLE001 (returned: the other stores still close)
+            error, ok = exc, False
+        try:
+            store.close(failed=not ok)
+        except Exception as exc:  # noqa: BLE001 (as above)
+            error = error or exc
+        return error

@@ -59,6 +59,9 @@ RUNS = [(api, int(cores)) for api, cores in (r.split(":") for r in os.environ.ge
     "RING_MODES", "kafka-floor:2,partition:2").split(","))]
 TABLES = [int(n) for n in os.environ.get("RING_TABLES", "1").split(",")]
 MASTERS = os.environ.get("RING_MASTERS", "local").split(",")
+# partitions of each event topic the job makes (events.partitions; unset: the job's default)
+EVENT_PARTITIONS = int(os.environ["RING_EVENT_PARTITIONS"]) if os.environ.get(
+    "RING_EVENT_PARTITIONS") else None
 
 
 def _write(session: object, ks: str, tables: int) -> float:
@@ -250,7 +253,8 @@ def _run(ring: object, tmp_path: Path, prefix: str, ks: str, tables: int, api: s
     progress = run_job(ring, api, cores, prefix,
                        tmp_path / f"ckpt-{prefix}-{api}-{master.replace('/', '_')}",
                        PER_BATCH, dedupe_s=120, details=details, observed=observed,
-                       master=None if master == "local" else master, python_cpu=python_cpu)
+                       master=None if master == "local" else master, python_cpu=python_cpu,
+                       event_partitions=EVENT_PARTITIONS)
     assert sum(n for n, _ in progress) == copies
     first, steady = progress[0], progress[1:]
     run_s = sum(ms for _, ms in progress) / 1000
