@@ -68,10 +68,15 @@ def changelog_topic(prefix: str, job_id: str) -> str:
     return f"{prefix}.changelog.{job_id}"
 
 
+def transactional_id_prefix(prefix: str) -> str:
+    """What every transactional id of topic prefix `prefix` starts with (an ACL's prefix)."""
+    return f"casscade.{prefix}."
+
+
 def transactional_id(prefix: str, job_id: str, raw_topic: str, partition: int) -> str:
     """The Kafka transactional id of materializer job `job_id`'s raw partition (exactly-once
     delivery: one producer at a time may hold it, so a newer attempt fences older ones)."""
-    return f"casscade.{prefix}.{job_id}.{raw_topic}.{partition}"
+    return f"{transactional_id_prefix(prefix)}{job_id}.{raw_topic}.{partition}"
 
 
 def dead_letter_topic(prefix: str) -> str:

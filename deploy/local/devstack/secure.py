@@ -105,11 +105,14 @@ def acl_plan(prefix: str) -> dict[str, list[tuple[str, str, str, list[str]]]]:
                       ("TOPIC", "LITERAL", schemas, ["CREATE", "WRITE", "DESCRIBE"])],
         # reads the raw topic and the schemas; creates and writes the event topics, the
         # dead-letter and Avro schema topics (all under `<prefix>.`); Spark's source uses
-        # consumer groups named spark-kafka-source-*, its own readers read-*
+        # consumer groups named spark-kafka-source-*, its own readers read-*; its tasks
+        # write in transactions (exactly-once) under ids casscade.<prefix>.*
         "materializer": [("TOPIC", "PREFIXED", f"{prefix}.", ["READ", "DESCRIBE", "CREATE",
                                                              "WRITE"]),
                          ("GROUP", "PREFIXED", "spark-kafka-source-", ["READ"]),
-                         ("GROUP", "PREFIXED", "read-", ["READ"])],
+                         ("GROUP", "PREFIXED", "read-", ["READ"]),
+                         ("TRANSACTIONAL_ID", "PREFIXED",
+                          topic_names.transactional_id_prefix(prefix), ["WRITE", "DESCRIBE"])],
         # a sink reads the event topics and commits in its group connect-<name>
         "connect": [("TOPIC", "PREFIXED", f"{prefix}.", ["READ", "DESCRIBE"]),
                     ("GROUP", "PREFIXED", "connect-", ["READ"])],
