@@ -166,6 +166,9 @@ def test_the_pipeline_runs_through_the_locked_doors(locked, locked_registry, adm
     assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
     assert "SELECT" in refused.stderr and "verify" in refused.stderr, refused.stderr
     admin_cql.execute(f"GRANT SELECT ON KEYSPACE {ks} TO verify")
+    # Cassandra caches a role's permissions for permissions_validity (2 s by default): the
+    # refusal just seen stands that long
+    time.sleep(2.5)
     checked = _verify_as_verify(locked, ks, ca, verify_pw)
     assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
     assert "verified: all" in checked.stdout, checked.stdout
