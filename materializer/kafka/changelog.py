@@ -61,9 +61,8 @@ class Changelogs:
         self.kafka, self.prefix, self.job_id = dict(kafka), prefix, job_id
         self._creator = TopicCreator(kafka, 1, replication, TIMEOUT_S)
         conf = with_refusal_log(client_conf(kafka), log)
-        self._producer = Producer(conf | {
-            "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-            "compression.type": "lz4", "message.max.bytes": MAX_RECORD_BYTES})
+        self._conf = conf
+        self._producer_made: Producer | None = None  # at-least-once only (see _producer)
         # read_committed: a changelog written in transactions (exactly-once delivery) holds
         # aborted attempts' writes, which a store must never take; its ends are then the
         # last stable offsets (the same as the high watermarks when nothing is open)
@@ -74,6 +73,16 @@ class Changelogs:
         self._lock = threading.Lock()
         self.delivered: dict[tuple[str, int], int] = {}  # (topic, partition) → next offset
         self.failed: dict[tuple[str, int], str] = {}
+
+    @property
+    def _producer(self) -> Producer:
+        """The idempotent producer of at-least-once writes, made at first use (under
+        exactly-once each store writes through its partition's transaction instead)."""
+        if self._producer_made is None:
+            self._producer_made = Producer(self._conf | {
+                "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                "compression.type": "lz4", "message.max.bytes": MAX_RECORD_BYTES})
+        return self._producer_made
 
     def ensure(self, raw_partitions: int) -> dict[str, int]:
         """Create the changelog topic, with the raw topic's partition count, if it is
@@ -143,6 +152,8 @@ class Changelogs:
 
     def flush(self) -> None:
         """Wait for every queued write's delivery report."""
+        if self._producer_made is None:
+            return  # nothing written through it
         left = self._producer.flush(TIMEOUT_S)
         if left:
             raise ChangelogError(f"{left} changelog writes not acknowledged by Kafka "

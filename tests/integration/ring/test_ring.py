@@ -568,17 +568,23 @@ def _batches(checkpoint: Path, log: str) -> set[int]:
     return {int(p.name) for p in folder.glob("[0-9]*")} if folder.is_dir() else set()
 
 
+def _own_job(env, name: str, http_port: int) -> tuple[str, Path, Path, list[str]]:
+    """A keyspace of the workload's tables and a continuous job over the ring's raw topic
+    from its end (the earlier scenarios are not its): (keyspace, checkpoint, log, command)."""
+    work = env["work"]
+    ckpt, log = work / f"ckpt-{name}", work / f"{name}.log"
+    cmd = materializer_command(env["ring"], env["prefix"], ckpt, f"http.port={http_port}",
+                               "kafka.starting_offsets=latest", available_now=False)
+    return _keyspace(env), ckpt, log, cmd
+
+
 def test_driver_killed_after_its_tasks_committed_writes_no_event_twice(env) -> None:
     """While writes go on, the job (local master, exactly-once, the default) is SIGKILLed
     once every task of a micro-batch has committed its transaction and before Spark
     commits the batch; restarted, Spark runs the batch again and every partition skips it.
     Then: no event twice, none missing, last `after` == SELECT at ALL."""
-    ring, work, prefix = env["ring"], env["work"], env["prefix"]
-    ks = _keyspace(env)
-    ckpt = work / "ckpt-committed"
-    log = work / "committed.log"
-    cmd = materializer_command(ring, prefix, ckpt, "http.port=18293",
-                               "kafka.starting_offsets=latest", available_now=False)
+    ring, prefix = env["ring"], env["prefix"]
+    ks, ckpt, log, cmd = _own_job(env, "committed", 18293)
     landed: list[dict] = []
     job = [start_materializer(cmd, log)]
     wait_until(lambda: '"batchId"' in http_get(18293, "/status")[1], 240,
@@ -644,12 +650,8 @@ def test_sigterm_during_a_long_batch_then_a_restart_write_no_event_twice(env) ->
     """A backlog makes a long micro-batch; SIGTERM during it, and again (stop at once: the
     batch is cancelled mid-way, its open transactions left behind); the job ends without a
     traceback, and restarted it runs the batch again. No event twice, none missing."""
-    ring, work, prefix = env["ring"], env["work"], env["prefix"]
-    ks = _keyspace(env)
-    ckpt = work / "ckpt-sigterm"
-    log = work / "sigterm.log"
-    cmd = materializer_command(ring, prefix, ckpt, "http.port=18294",
-                               "kafka.starting_offsets=latest", available_now=False)
+    ring, prefix = env["ring"], env["prefix"]
+    ks, ckpt, log, cmd = _own_job(env, "sigterm", 18294)
     job = start_materializer(cmd, log)
     try:  # started before the backlog ("latest"), stopped, then the backlog is written
         wait_until(lambda: '"batchId"' in http_get(18294, "/status")[1], 240,
