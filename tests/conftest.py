@@ -138,6 +138,22 @@ def spark_cluster(stack_settings: StackSettings) -> Iterator[StackSettings]:
 
 
 @pytest.fixture(scope="session")
+def hdfs(stack_settings: StackSettings) -> Iterator[StackSettings]:
+    """A real HDFS on loopback: a NameNode (devstack.hdfs.uri(s, PATH)) and a DataNode,
+    run from Apache Hadoop's jars (deploy/local/devstack/hdfs.py); started for the session
+    if needed, and stopped at the end if this session started them. Tests may stop and
+    start the NameNode (hdfs.stop_daemon / start_daemon)."""
+    from devstack import hdfs as daemons
+
+    started = daemons.up(stack_settings, log=lambda msg: print(f"[hdfs] {msg}"))
+    try:
+        yield stack_settings
+    finally:
+        for daemon in reversed(started):
+            daemons.stop_daemon(stack_settings, daemon)
+
+
+@pytest.fixture(scope="session")
 def packed_env(tmp_path_factory) -> Path:
     """The packed environment a cluster's executors run (`deploy/spark/submit.sh
     --build-env`: casscade as a wheel, compiled reader included, its dependencies but

@@ -10,6 +10,7 @@ import click
 from devstack import cassandra, stack
 from devstack.cli_common import SECURE, run, settings
 from devstack.connect_cli import connect
+from devstack.hdfs_cli import hdfs
 from devstack.process import tail
 from devstack.registry_cli import registry
 from devstack.settings import MAX_NODES, StackSettings
@@ -35,7 +36,8 @@ def dev() -> None:
     `up --nodes 3` runs a ring of three nodes: node n on 127.0.0.n (same CQL and storage
     ports, JMX 7199 + n - 1), node 1 the seed, each with its own data, commitlog, cdc_raw
     and hints under cassandra/ (node 1) or cassandra-n/. `spark up` adds a Spark
-    standalone cluster (a master and two one-core workers).
+    standalone cluster (a master and two one-core workers), `hdfs up` a real HDFS (a
+    NameNode and a DataNode) for a checkpoint on hdfs://.
 
     State (jars, data, commit logs, cdc_raw, logs, pid files) lives in .casscade/ of the
     checkout, or CASSCADE_STATE_DIR. Ports: CASSCADE_KAFKA_PORT, CASSCADE_CQL_PORT, ...;
@@ -133,6 +135,7 @@ def node(n: int, action: str) -> None:
 dev.add_command(spark)
 dev.add_command(registry)
 dev.add_command(connect)
+dev.add_command(hdfs)
 
 
 def main() -> None:

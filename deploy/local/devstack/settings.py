@@ -36,6 +36,7 @@ class StackSettings:
     postgres_port: int = 5433  # not 5432: leave a system PostgreSQL alone
     # Apicurio Registry (`stack registry up`); not 8081-8082: Spark's worker UIs use them
     registry_port: int = 8085
+    hdfs_port: int = 9820  # the NameNode's RPC port (`stack hdfs up`; devstack.hdfs)
     kafka_heap: str = "512m"
     connect_heap: str = "384m"
     cassandra_heap: str = "1024m"
@@ -76,6 +77,7 @@ class StackSettings:
             "connect_port": "CASSCADE_CONNECT_PORT",
             "postgres_port": "CASSCADE_POSTGRES_PORT",
             "registry_port": "CASSCADE_REGISTRY_PORT",
+            "hdfs_port": "CASSCADE_HDFS_PORT",
         }
         changes: dict[str, object] = {
             attr: int(env[var]) for attr, var in ints.items() if env.get(var)
