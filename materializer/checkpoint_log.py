@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -12,13 +13,18 @@ class CheckpointLogError(ValueError):
     """A checkpoint's commit or offset log is missing or not what Spark writes."""
 
 
-def last_commit(checkpoint: Path) -> int | None:
-    """The id of the last micro-batch in the checkpoint's commit log, None if there is none."""
-    commits = checkpoint / "commits"
-    if not commits.is_dir():
-        return None
-    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()]
+def last_batch(names: Iterable[str]) -> int | None:
+    """The highest micro-batch id among the file names of a commit or offset log (Spark
+    names each entry by its batch id), None if there is none."""
+    ids = [int(name) for name in names if name.isdigit()]
     return max(ids) if ids else None
+
+
+def last_commit(checkpoint: Path) -> int | None:
+    """The id of the last micro-batch in a local checkpoint's commit log, None if there is
+    none."""
+    commits = checkpoint / "commits"
+    return last_batch(p.name for p in commits.iterdir()) if commits.is_dir() else None
 
 
 def parse_offset_log(text: str) -> tuple[dict[str, str], list[dict | None]]:

@@ -96,14 +96,23 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         while not stop.requested:
             try:
                 running.append(job.start(spark, cfg, available_now=available_now))
-            except (CheckpointRefused, CheckpointFileError, job.OldRawLayout) as exc:
+            except (CheckpointRefused, job.OldRawLayout) as exc:
                 raise click.ClickException(str(exc)) from exc
-            log.info("query started; its first micro-batch also starts the Python workers",
-                     extra={"checkpoint": str(cfg.spark.checkpoint)})
-            error = _await(running[-1], progress, policy, stop,
-                           lambda: spark.sparkContext.setLogLevel("ERROR"))
-            if error is None or stop.requested:
-                return
+            except CheckpointFileError as exc:
+                # at the first start: a checkpoint this job cannot reach, read or write (a
+                # wrong URI, permissions) is refused at once; at a restart it is the file
+                # system away for a while (a NameNode restarting), which the restart
+                # policy rides out like any transient failure
+                if not running:
+                    raise click.ClickException(str(exc)) from exc
+                error: str | None = str(exc)
+            else:
+                log.info("query started; its first micro-batch also starts the Python "
+                         "workers", extra={"checkpoint": str(cfg.spark.checkpoint)})
+                error = _await(running[-1], progress, policy, stop,
+                               lambda: spark.sparkContext.setLogLevel("ERROR"))
+                if error is None or stop.requested:
+                    return
             delay = policy.next_delay(error)
             if delay is None:
                 why = permanent_reason(error) or f"{policy.failures} restarts in a row failed"
@@ -197,6 +206,8 @@ def reshard(partitions: int, partitioner: str, config_file: Path | None,
     start the publishers and the job. Prints a JSON summary, with the old changelog topic
     to delete.
     """
+    from materializer.spark import checkpoint_files, job
+    from materializer.spark.checkpoint_files import CheckpointFileError, is_uri
     from materializer.spark.job import OldRawLayout
     from materializer.spark.partition_reshard import ReshardRefused
     from materializer.spark.partition_reshard import reshard as reshard_stores
@@ -205,12 +216,18 @@ def reshard(partitions: int, partitioner: str, config_file: Path | None,
     cfg = _config(config_file, overrides)
     setup_logging(cfg.log.level, cfg.log.format)
     reach_or_exit(cfg.kafka.client(), None)
+    # a checkpoint URI (hdfs://, s3a://) is reached as the job reaches it: through Spark's
+    # Hadoop file systems, in a local session with the job's spark.conf
+    spark = job.files_session(cfg) if is_uri(cfg.spark.checkpoint) else None
     try:
         report = reshard_stores(cfg.kafka.client(), cfg.kafka.topic_prefix,
-                                cfg.spark.checkpoint, partitions, partitioner,
-                                cfg.events.replication_factor)
-    except (ReshardRefused, OldRawLayout, ValueError) as exc:
+                                checkpoint_files.files(spark, cfg.spark.checkpoint), partitions,
+                                partitioner, cfg.events.replication_factor)
+    except (ReshardRefused, OldRawLayout, CheckpointFileError) as exc:
         raise click.ClickException(f"reshard refused: {exc}") from exc
+    finally:
+        if spark is not None:
+            spark.stop()
     click.echo(json.dumps(report, indent=1))
 
 

@@ -46,6 +46,10 @@ class Files(Protocol):
         """Write file `relative` whole (its directories made)."""
         ...
 
+    def names(self, relative: str) -> list[str]:
+        """The names in directory `relative`, sorted ([] if it does not exist)."""
+        ...
+
 
 class LocalFiles:
     """Files under a local checkpoint directory."""
@@ -75,6 +79,11 @@ class LocalFiles:
         # unchecked, so a file rewritten here takes its stale checksum away
         path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
 
+    def names(self, relative: str) -> list[str]:
+        """The names in directory `relative`, sorted ([] if it does not exist)."""
+        path = self._root / relative
+        return sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+
 
 class CheckpointFileError(Exception):
     """A checkpoint file could not be read or written (its path and the file system's
@@ -100,8 +109,11 @@ class HadoopFiles:
         try:
             yield
         except Py4JJavaError as exc:
+            # a NameNode's refusal carries the server's stack trace in its message: the
+            # first line says what and why (e.g. "Permission denied: user=..., access=WRITE")
+            reason = str(exc.java_exception.toString()).splitlines()[0]
             raise CheckpointFileError(f"checkpoint file {self.location}/{relative}: {doing} "
-                                      f"failed: {exc.java_exception.toString()}") from None
+                                      f"failed: {reason}") from None
 
     def exists(self, relative: str) -> bool:
         """Whether the file or directory `relative` exists."""
@@ -132,6 +144,14 @@ class HadoopFiles:
                 stream.write(bytearray(text.encode()))
             finally:
                 stream.close()
+
+    def names(self, relative: str) -> list[str]:
+        """The names in directory `relative`, sorted ([] if it does not exist)."""
+        with self._errors(relative, "listing it"):
+            path, fs = self._path(relative)
+            if not fs.exists(path):
+                return []
+            return sorted(str(st.getPath().getName()) for st in fs.listStatus(path))
 
 
 def files(spark: SparkSession | None, location: str | Path) -> Files:

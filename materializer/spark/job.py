@@ -171,6 +171,15 @@ def session(cfg: MaterializerConfig, available_now: bool = False,
         return builder.getOrCreate()
 
 
+def files_session(cfg: MaterializerConfig) -> SparkSession:
+    """A Spark session on a local master for its Hadoop file systems only (an offline
+    command on a checkpoint URI), with the job's spark.conf: its spark.hadoop.* settings
+    reach the file system as they do in the job."""
+    local = replace(cfg.spark, master="local[1]", kafka_jars="provided",
+                    app_name=f"{cfg.spark.app_name}-files")
+    return session(replace(cfg, spark=local))
+
+
 def scheduling_conf(s: SparkSettings) -> dict[str, str]:
     """Scheduler settings the partition stores need, unless the user set them (spark.conf)."""
     if not any(k in s.conf for k in LOCALITY_WAITS):

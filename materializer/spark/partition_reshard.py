@@ -25,7 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from materializer.checkpoint_log import last_commit, parse_offset_log
+from materializer.checkpoint_log import last_batch, parse_offset_log
 from materializer.spark import checkpoint_files, checkpoint_records
 from materializer.spark.job import raw_partitions
 from materializer.store.layout import raw_key_of, state_root
@@ -41,17 +41,18 @@ class ReshardRefused(Exception):
     says why."""
 
 
-def committed_offsets(checkpoint: Path) -> dict[str, dict[int, int]]:
+def committed_offsets(files: checkpoint_files.Files) -> dict[str, dict[int, int]]:
     """The raw offsets the last committed micro-batch ended at; refused while a batch is
     planned but not committed (the job runs, or stopped mid-batch)."""
-    batch = last_commit(checkpoint)
+    where = files.location
+    batch = last_batch(files.names("commits"))
     if batch is None:
-        raise ReshardRefused(f"{checkpoint}: no committed micro-batch")
-    planned = max(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
+        raise ReshardRefused(f"{where}: no committed micro-batch")
+    planned = last_batch(files.names("offsets"))
     if planned != batch:
-        raise ReshardRefused(f"{checkpoint}: micro-batch {planned} is planned but not committed "
+        raise ReshardRefused(f"{where}: micro-batch {planned} is planned but not committed "
                              "(stop the job, then run it with --available-now to its end)")
-    _conf, sources = parse_offset_log((checkpoint / "offsets" / str(batch)).read_text())
+    _conf, sources = parse_offset_log(files.read_text(f"offsets/{batch}") or "")
     return {t: {int(p): int(o) for p, o in parts.items()}
             for t, parts in (sources[0] or {}).items()}
 
@@ -85,21 +86,20 @@ def reshard_entries(entries: dict[int, dict[bytes, bytes]], partitions: int,
     return dict(out)
 
 
-def reshard(kafka: dict[str, str], prefix: str, checkpoint: str | Path, partitions: int,
-            partitioner: str, replication: int) -> dict[str, Any]:
+def reshard(kafka: dict[str, str], prefix: str, files: checkpoint_files.Files,
+            partitions: int, partitioner: str, replication: int) -> dict[str, Any]:
     """Move a stopped, drained checkpoint's partition stores to raw topics of
-    `partitions` partitions (ReshardRefused when it may not); a report of what moved."""
+    `partitions` partitions (ReshardRefused when it may not); a report of what moved.
+    `files`: the checkpoint's (a local path's stores, beside it, go; a URI's live in the
+    executors' work directories, by job id, and are rebuilt under the new one)."""
     from confluent_kafka.admin import AdminClient, NewPartitions
 
     from materializer.kafka.changelog import Changelogs
     from shared.kafka_topics import read_to_end
 
-    files = checkpoint_files.files(None, checkpoint)  # offline: a local checkpoint only
-    checkpoint = Path(checkpoint)
-    root = state_root(checkpoint)
     counts = files.read_text(checkpoint_records.PARTITIONS_RECORD)
     if counts is None or not files.exists(checkpoint_records.CHANGELOG_RECORD):
-        raise ReshardRefused(f"{checkpoint}: not a checkpoint of the partition stores "
+        raise ReshardRefused(f"{files.location}: not a checkpoint of the partition stores "
                              "with changelogs (run the job on it first)")
     partition_of = partition_function(partitioner)
     known: dict[str, int] = json.loads(counts)
@@ -110,7 +110,7 @@ def reshard(kafka: dict[str, str], prefix: str, checkpoint: str | Path, partitio
     admin = AdminClient(kafka)
     current = raw_partitions(kafka, prefix)
     ends = _ends(kafka, current)
-    left = undrained(ends, committed_offsets(checkpoint))
+    left = undrained(ends, committed_offsets(files))
     if left:
         raise ReshardRefused(f"raw records not processed yet: {left}; stop the publishers, "
                              "run the job with --available-now to its end, then reshard")
@@ -141,8 +141,10 @@ def reshard(kafka: dict[str, str], prefix: str, checkpoint: str | Path, partitio
     files.write_text(checkpoint_records.CHANGELOG_RECORD, json.dumps({"job_id": new_id}))
     grown = {t: partitions for t in known} | {t: partitions for t in current}
     files.write_text(checkpoint_records.PARTITIONS_RECORD, json.dumps(grown, sort_keys=True))
-    for store_dir in (d for d in root.iterdir() if d.is_dir()):
-        shutil.rmtree(store_dir)  # rebuilt from the new changelogs where tasks run
+    if not checkpoint_files.is_uri(files.location):  # a local master's stores
+        root = state_root(Path(files.location))
+        for store_dir in (d for d in root.iterdir() if d.is_dir()):
+            shutil.rmtree(store_dir)  # rebuilt from the new changelogs where tasks run
     return {"raw_topics": {t: [n, partitions] for t, n in sorted(known.items())},
             "entries_written": moved, "job_id": new_id,
             "old_changelog_topics": [changelog_topic(prefix, old_id)]}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,15 @@ from support.materializer_harness import (
 from support.publisher_harness import AgentProcess
 from support.reference import settled_offsets
 from support.services import http_get, wait_until
-from support.workload import INT, P1, P2, TEXT, draw_statements, statement
+from support.workload import (
+    INT,
+    P1,
+    P2,
+    TEXT,
+    create_workload_tables,
+    draw_statements,
+    statement,
+)
 
 AGENT_PORTS = {1: 18201, 2: 18202, 3: 18203}
 
@@ -107,6 +116,30 @@ def session_at_all(ring: StackSettings) -> Any:
     cluster.profile_manager.profiles[EXEC_PROFILE_DEFAULT].consistency_level = \
         ConsistencyLevel.ALL
     return cluster.connect()
+
+
+RF3 = "{'class': 'SimpleStrategy', 'replication_factor': 3}"
+
+
+def rf3_keyspace(truth: Any, tables: str = "workload") -> str:
+    """A new keyspace at RF=3 (`tables` "workload": with the workload's tables, "none":
+    empty); its name."""
+    ks = f"rf3_{uuid.uuid4().hex[:8]}"
+    truth.execute(f"CREATE KEYSPACE {ks} WITH replication = {RF3}")
+    if tables == "workload":
+        create_workload_tables(truth, ks)
+    return ks
+
+
+def keyspace_tables(truth: Any, ks: str, only: Sequence[str] | None = None
+                    ) -> dict[str, TableSchema]:
+    """The schemas of keyspace `ks`'s tables as the ring has them, by table name (`only`:
+    those tables)."""
+    from publisher.commitlog.schema_source import read_system_schema
+    from shared.schema import catalog_from_json
+
+    return {t.table: t for t in catalog_from_json(read_system_schema(truth)).values()
+            if t.keyspace == ks and (only is None or t.table in only)}
 
 
 @st.composite

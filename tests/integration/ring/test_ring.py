@@ -23,9 +23,7 @@ from cassandra.query import SimpleStatement
 from devstack import cassandra
 from devstack import stack as devstack
 from materializer.store.layout import STATE_DIR
-from publisher.commitlog.schema_source import read_system_schema
 from shared.pids import pid_alive
-from shared.schema import catalog_from_json
 from shared.topic_names import raw_topic
 
 from support.materializer_harness import (
@@ -37,66 +35,30 @@ from support.materializer_harness import (
 )
 from support.raw_copies import copy_raw
 from support.ring_harness import (
-    RingPublishers,
     batch_partitions,
     check_events,
     committed_batches,
     job_caught_up,
+    keyspace_tables,
     no_hints_left,
     nodetool_each,
-    pinned_sessions,
     raw_records,
+    rf3_keyspace,
     run_ring_workload,
-    session_at_all,
     without_replays,
     write_probe,
 )
 from support.services import http_get, wait_until
-from support.workload import create_workload_tables
 
 pytestmark = pytest.mark.integration
 
 STATEMENTS = 3_024
 COVER = ("INSERT", "DELETE FROM", "c1 >", "USING TTL", "TIMESTAMP", "m[", "u.a", ".ctr",
          "BATCH", "IF NOT EXISTS", " IF v_int", "s_int, v_int")
-RF3 = "{'class': 'SimpleStrategy', 'replication_factor': 3}"
 # the differential's statements in flight at once (one at a time: 87 s here)
 WORKERS = 4
 # a short workload's counter table ends with rows: ten counter updates at least
 CTR = (".ctr",)
-
-
-@pytest.fixture(scope="module")
-def env(ring, tmp_path_factory):
-    """Publishers on the three nodes under one prefix; sessions pinned to each node and one
-    that reads at ALL. Each test works in keyspaces of its own."""
-    work = tmp_path_factory.mktemp("ring")
-    prefix = f"ring{uuid.uuid4().hex[:6]}"
-    publishers = RingPublishers(ring, work, prefix)
-    publishers.start()
-    sessions = pinned_sessions(ring)
-    truth = session_at_all(ring)
-    try:
-        yield {"ring": ring, "work": work, "prefix": prefix, "publishers": publishers,
-               "sessions": sessions, "truth": truth}
-    finally:
-        publishers.stop()
-        for s in (*sessions.values(), truth):
-            s.cluster.shutdown()
-
-
-def _keyspace(env, tables: str = "workload") -> str:
-    ks = f"rf3_{uuid.uuid4().hex[:8]}"
-    truth = env["truth"]
-    truth.execute(f"CREATE KEYSPACE {ks} WITH replication = {RF3}")
-    if tables == "workload":
-        create_workload_tables(truth, ks)
-    return ks
-
-
-def _tables(env, ks: str) -> dict:
-    return {t.table: t for t in catalog_from_json(read_system_schema(env["truth"])).values()
-            if t.keyspace == ks}
 
 
 @pytest.fixture(scope="module")
@@ -250,12 +212,12 @@ def test_partition_stores_follow_their_partitions_on_the_cluster(env, staged, sp
           f"{killed_at - 1}, started again after batch {restarted_at - 1})")
     assert not steady, (restored, killed_at)
     check_events(env["ring"].bootstrap_servers, prefix, env["truth"],
-                 {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")})
+                 keyspace_tables(env["truth"], ks, only=("r", "ctr")))
 
 
 def _write_differential(env) -> dict:
     """3,000 random statements over the three nodes at ONE, QUORUM and ALL."""
-    ks = _keyspace(env)
+    ks = rf3_keyspace(env["truth"])
     done = run_ring_workload(env["sessions"], ks, STATEMENTS, seed=13, cover=COVER,
                              workers=WORKERS)
     env["publishers"].wait_caught_up()
@@ -277,7 +239,7 @@ def test_rf3_differential_events_end_at_select_all(env, staged) -> None:
     assert set(hosts) == {"node-1", "node-2", "node-3"}, hosts
     assert max(hosts.values()) - min(hosts.values()) <= 0.02 * max(hosts.values()), hosts
     counts = check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"],
-                          _tables(env, ks))
+                          keyspace_tables(env["truth"], ks))
     # three copies in, one event out (events + tombstones < copies / 2)
     assert counts["r"] < sum(hosts.values()) / 2, (counts, hosts)
 
@@ -292,7 +254,7 @@ def test_rf3_differential_on_a_local_master_ends_at_select_all(env, staged) -> N
     log = work / "partition.log"
     run_materializer(materializer_command(env["ring"], prefix, work / "ckpt-partition"), log)
     counts = check_events(env["ring"].bootstrap_servers, prefix, env["truth"],
-                          _tables(env, ks))
+                          keyspace_tables(env["truth"], ks))
     hosts = staged["differential"]["hosts"]
     assert counts["r"] < sum(hosts.values()) / 2, (counts, hosts)
     end = next(line for line in reversed(log.read_text().splitlines())
@@ -306,7 +268,7 @@ def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env) -> None:
     its hints replayed; a publisher and the materializer killed with SIGKILL and restarted;
     all during one workload. The restarted node's publisher publishes every hinted copy."""
     ring, publishers, work = env["ring"], env["publishers"], env["work"]
-    ks = _keyspace(env)
+    ks = rf3_keyspace(env["truth"])
     truth = env["truth"]
     truth.execute(f"CREATE TABLE {ks}.hinted (id int PRIMARY KEY, v int) WITH cdc = true")
     down: set[int] = set()
@@ -365,7 +327,7 @@ def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env) -> None:
     # at 1,500 statements the counter table can end with few rows (4 in one run): its events
     # are checked all the same, and there must be some
     counts = check_events(ring.bootstrap_servers, env["prefix"], truth,
-                          {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")},
+                          keyspace_tables(env["truth"], ks, only=("r", "ctr")),
                           min_rows=1)
     assert counts["r"] >= 100 and counts["ctr"] >= 10, counts
 
@@ -376,7 +338,7 @@ def _write_read_repair(env) -> dict:
     reads at ALL: the coordinator repairs the two nodes. (Killing and restarting the two
     took 85 s here; their gossip, about 35 s.)"""
     ring, truth, first = env["ring"], env["truth"], env["sessions"][1]
-    ks = _keyspace(env, tables="none")
+    ks = rf3_keyspace(env["truth"], tables="none")
     truth.execute(f"CREATE TABLE {ks}.rr (k int PRIMARY KEY, v text) WITH cdc = true "
                   "AND read_repair = 'BLOCKING'")
     truth.execute(f"CREATE TABLE {ks}.probe (k int PRIMARY KEY) WITH cdc = false")
@@ -416,13 +378,13 @@ def test_read_repair_reaches_commit_logs_and_makes_no_event(env, staged) -> None
     ops = Counter(v["op"] for *_, v in events if v is not None)
     assert ops == {"c": 21}, ops
     check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"],
-                 {"rr": _tables(env, ks)["rr"]}, min_rows=21)
+                 {"rr": keyspace_tables(env["truth"], ks)["rr"]}, min_rows=21)
 
 
 def _write_phantom(env) -> str:
     """A static column written with rows in one statement or one batch, on all three
     nodes."""
-    ks = _keyspace(env, tables="none")
+    ks = rf3_keyspace(env["truth"], tables="none")
     env["truth"].execute(f"CREATE TABLE {ks}.t (p int, c int, s text static, v text, "
                          "PRIMARY KEY (p, c)) WITH cdc = true")
     sessions = env["sessions"]
@@ -446,7 +408,8 @@ def test_one_mutation_gives_one_change_not_a_static_phantom(env, staged) -> None
     phantoms = [e for e in events if (e["after"] or e["before"])["c"] is None]
     assert not phantoms, phantoms[:3]
     assert Counter(e["op"] for e in events) == {"c": 18}
-    check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"], _tables(env, ks))
+    check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"],
+                 keyspace_tables(env["truth"], ks))
 
 
 def test_tables_of_every_type_come_and_go_and_a_broker_restart_keep_the_job_running(
@@ -500,7 +463,7 @@ def test_tables_of_every_type_come_and_go_and_a_broker_restart_keep_the_job_runn
         # a first progress report: the query has fixed its starting offsets
         wait_until(lambda: '"batchId"' in http_get(http_port, "/status")[1], 240,
                    "the job's first progress report")
-        keyspaces = [_keyspace(env) for _ in range(4)]
+        keyspaces = [rf3_keyspace(env["truth"]) for _ in range(4)]
         hooks = {150: restart_broker}
         run_ring_workload(env["sessions"], keyspaces[0], 300, seed=31, at=hooks, cover=CTR)
         assert not hooks, "the broker was not restarted"
@@ -511,7 +474,7 @@ def test_tables_of_every_type_come_and_go_and_a_broker_restart_keep_the_job_runn
         gone = f"{keyspaces[1]}.r"
         partitions = {(row.p1, row.p2) for row in truth.execute(f"SELECT p1, p2 FROM {gone}")}
         truth.execute(f"DROP TABLE {gone}")
-        keyspaces.append(_keyspace(env))  # a table of every type made after the drop
+        keyspaces.append(rf3_keyspace(env["truth"]))  # a table of every type made after the drop
         run_ring_workload(env["sessions"], keyspaces[4], 300, seed=36, cover=CTR,
                           workers=WORKERS)
         # each publisher reads the schema every 30 s while idle: the first announcement
@@ -536,7 +499,7 @@ def test_tables_of_every_type_come_and_go_and_a_broker_restart_keep_the_job_runn
           f"freed for {len(partitions)} partitions")
     counts: dict[str, int] = {}
     for ks in keyspaces:
-        tables = {n: t for n, t in _tables(env, ks).items() if f"{ks}.{n}" != gone}
+        tables = {n: t for n, t in keyspace_tables(env["truth"], ks).items() if f"{ks}.{n}" != gone}
         counts |= {f"{ks}.{n}": c for n, c in check_events(
             ring.bootstrap_servers, env["prefix"], truth, tables, min_rows=1).items()}
     assert len(counts) == 9 and all(counts.values()), counts
@@ -554,7 +517,7 @@ def test_standalone_cluster_job_survives_a_killed_worker(env, staged) -> None:
     assert run["lost_executor"], run["log"]  # the driver saw the worker's executor go
     assert run["code"] == 0 and run["batches"] >= 1, run["log"]
     check_events(env["ring"].bootstrap_servers, env["prefix"], env["truth"],
-                 {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")})
+                 keyspace_tables(env["truth"], ks, only=("r", "ctr")))
 
 
 def _table_files(checkpoint: Path) -> set[str]:
@@ -575,7 +538,7 @@ def _own_job(env, name: str, http_port: int) -> tuple[str, Path, Path, list[str]
     ckpt, log = work / f"ckpt-{name}", work / f"{name}.log"
     cmd = materializer_command(env["ring"], env["prefix"], ckpt, f"http.port={http_port}",
                                "kafka.starting_offsets=latest", available_now=False)
-    return _keyspace(env), ckpt, log, cmd
+    return rf3_keyspace(env["truth"]), ckpt, log, cmd
 
 
 def test_driver_killed_after_its_tasks_committed_writes_no_event_twice(env) -> None:
@@ -643,7 +606,7 @@ def test_driver_killed_after_its_tasks_committed_writes_no_event_twice(env) -> N
     assert all(f"micro-batch {batch} of {raw_topic(prefix)}[{p}] committed already" in text
                for p in parts), text[-3000:]
     check_events(ring.bootstrap_servers, prefix, env["truth"],
-                 {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")}, min_rows=1)
+                 keyspace_tables(env["truth"], ks, only=("r", "ctr")), min_rows=1)
 
 
 def test_sigterm_during_a_long_batch_then_a_restart_write_no_event_twice(env) -> None:
@@ -685,4 +648,4 @@ def test_sigterm_during_a_long_batch_then_a_restart_write_no_event_twice(env) ->
     finally:
         kill_group(job)
     check_events(ring.bootstrap_servers, prefix, env["truth"],
-                 {k: v for k, v in _tables(env, ks).items() if k in ("r", "ctr")}, min_rows=1)
+                 keyspace_tables(env["truth"], ks, only=("r", "ctr")), min_rows=1)

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from materializer.checkpoint_log import CheckpointLogError, last_commit, parse_offset_log
+from materializer.checkpoint_log import (
+    CheckpointLogError,
+    last_batch,
+    last_commit,
+    parse_offset_log,
+)
+from materializer.spark.checkpoint_files import LocalFiles
 from materializer.spark.partition_reshard import ReshardRefused, committed_offsets
 
 META = {"batchWatermarkMs": 0, "batchTimestampMs": 1795439820204,
@@ -44,14 +50,17 @@ def test_the_offset_log_gives_conf_and_the_source_offset() -> None:
 def test_the_last_committed_batch_is_found(tmp_path: Path) -> None:
     assert last_commit(_checkpoint(tmp_path / "c", committed=3, planned=3)) == 3
     assert last_commit(tmp_path / "nowhere") is None
+    # a log's directory as a Hadoop file system lists it: checksum files beside the entries
+    assert last_batch(["0", ".0.crc", "9", "10", ".10.crc", "_tmp"]) == 10
+    assert last_batch([".0.crc"]) is None
 
 
 def test_reshard_takes_the_committed_offsets_and_refuses_a_planned_batch(tmp_path: Path) -> None:
     """A job stopped at its end has committed what it planned: its offsets are read. A job
     killed mid-batch left offsets/N without commits/N: refused (run it to its end first)."""
-    done = committed_offsets(_checkpoint(tmp_path / "done", committed=2, planned=2))
+    done = committed_offsets(LocalFiles(_checkpoint(tmp_path / "done", committed=2, planned=2)))
     assert done == {"p.raw.ks.t": {0: 25, 1: 2}}
     with pytest.raises(ReshardRefused, match="micro-batch 4 is planned but not committed"):
-        committed_offsets(_checkpoint(tmp_path / "cut", committed=3, planned=4))
+        committed_offsets(LocalFiles(_checkpoint(tmp_path / "cut", committed=3, planned=4)))
     with pytest.raises(ReshardRefused, match="no committed micro-batch"):
-        committed_offsets(tmp_path / "nowhere")
+        committed_offsets(LocalFiles(tmp_path / "nowhere"))
