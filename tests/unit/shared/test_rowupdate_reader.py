@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from publisher.agent.splitter import SourceInfo, split
+from publisher.agent.record_writer import SourceInfo
 from publisher.commitlog.reader import CommitLogReader
 from publisher.commitlog.schema_source import FileSchemaSource
 from shared import rowupdate, rowupdate_reader
@@ -15,6 +15,7 @@ from shared.rowupdate_reader import read_row_update
 
 from support import rowupdate_reference
 from support.paths import COMMITLOG_FIXTURES as FIXTURES
+from support.splitter_reference import split
 
 
 def _encoded(name: str) -> list[bytes]:

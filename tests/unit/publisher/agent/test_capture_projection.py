@@ -6,8 +6,7 @@ from __future__ import annotations
 import uuid
 
 from publisher.agent.capture_projection import UpdateProjection
-from publisher.agent.record_writer import RecordWriter
-from publisher.agent.splitter import SourceInfo
+from publisher.agent.record_writer import RecordWriter, SourceInfo
 from publisher.commitlog.model import Cell, Liveness, Mutation, PartitionUpdate, Row
 from shared.capture import HASH, CaptureSettings
 from shared.schema import table_from_json

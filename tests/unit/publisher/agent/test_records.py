@@ -1,5 +1,5 @@
-"""RowUpdate records: the splitter's dicts, the Avro encoding (checked against fastavro),
-and the publisher's direct writer, which must produce the very same bytes."""
+"""RowUpdate records: the reference splitter's dicts, the Avro encoding (checked against
+fastavro), and the publisher's direct writer, which must produce the very same bytes."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import json
 
 import pytest
 
-from publisher.agent.record_writer import RecordWriter
-from publisher.agent.splitter import SourceInfo, split
+from publisher.agent.record_writer import RecordWriter, SourceInfo
 from publisher.commitlog.reader import CommitLogReader
 from publisher.commitlog.schema_source import FileSchemaSource
 from shared import rowupdate
 
 from support import rowupdate_reference
 from support.paths import COMMITLOG_FIXTURES as FIXTURES
+from support.splitter_reference import split
 
 
 def _encoded(pairs) -> list[bytes]:
