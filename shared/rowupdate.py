@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable
 from hashlib import blake2b
 from typing import Any
@@ -48,6 +47,9 @@ _DELETION = {
         {"name": "marked_for_delete_at", "type": "long"},
         {"name": "local_deletion_time", "type": ["null", "long"], "default": None},
     ]}
+# The format's definition: the hand-specialised writer below and the readers
+# (shared.rowupdate_reader) follow it field by field; the tests' reference codec
+# (tests/support/rowupdate_reference.py) writes and reads through it with fastavro.
 SCHEMA = fastavro.parse_schema({
     "type": "record", "name": "RowUpdate", "namespace": "io.casscade.raw",
     "doc": "One row-level change from one replica's commit log (or the bootstrap snapshot).",
@@ -109,16 +111,6 @@ class RecordFormatError(ValueError):
     """A raw-topic value that is not a RowUpdate of a known format version."""
 
 
-def encode_with_fastavro(record: dict[str, Any], mutation: bytes | None = None) -> bytes:
-    """The raw-topic value of one RowUpdate dict, the Avro by fastavro (the reference);
-    `mutation`: its mutation id (default: a mutation of this one record)."""
-    buf = io.BytesIO()
-    fastavro.schemaless_writer(buf, SCHEMA, record)
-    avro = buf.getvalue()
-    size = len(avro) - len(encode_source(record["source"]))
-    return frame(avro[:size], avro[size:], record, mutation)
-
-
 def record_timestamp(rec: dict[str, Any]) -> int:
     """The newest write time a RowUpdate carries (µs): its place in write-time order."""
     ts = MIN_TS
@@ -172,8 +164,8 @@ def mutation_time_of_value(value: bytes) -> int:
 
 # ---- a hand-specialised writer for this one schema ------------------------------------------
 # fastavro spends ~40 µs on a RowUpdate of four cells, which alone would cap the publisher
-# near 20,000 rows/s; this writer produces the same bytes (a unit test holds it to that)
-# in a fraction of the time.
+# near 20,000 rows/s; this writer produces the same bytes in a fraction of the time (a unit
+# test holds it to fastavro's, tests/support/rowupdate_reference.py).
 def _varint(z: int) -> bytes:
     """Unsigned LEB128 varint of z >= 0 (the bytes of an already zigzagged long)."""
     out = bytearray()
@@ -258,16 +250,6 @@ def encode(record: dict[str, Any], mutation: bytes | None = None) -> bytes:
     return frame(_content(record), encode_source(record["source"]), record, mutation)
 
 
-def encode_update(records: list[dict[str, Any]]) -> list[bytes]:
-    """The raw-topic values of the records split from one partition update (one mutation
-    id for all of them)."""
-    contents = [_content(r) for r in records]
-    digests = [blake2b(c, digest_size=DIGEST_SIZE).digest() for c in contents]
-    mutation = mutation_id(digests, max(record_timestamp(r) for r in records))
-    return [frame(c, encode_source(r["source"]), r, mutation, d)
-            for c, d, r in zip(contents, digests, records, strict=True)]
-
-
 def _content(record: dict[str, Any]) -> bytes:
     """A RowUpdate's Avro bytes before its `source` block."""
     parts = [record["table_id"], avro_string(record["keyspace"]),
@@ -319,22 +301,3 @@ def encode_source(src: dict[str, Any]) -> bytes:
                      avro_string(src["file"]), avro_long(src["segment_id"]),
                      avro_long(src["position"]), avro_long(src["index"]),
                      avro_long(src["commitlog_version"]), avro_long(src["messaging_version"])))
-
-
-def digest_of(value: bytes) -> bytes:
-    """The copy digest of a raw-topic value."""
-    return value[1:1 + DIGEST_SIZE]
-
-
-def copy_key_of(value: bytes) -> bytes:
-    """What a raw-topic value's copies share (COPY_KEY_SIZE bytes after the version byte)."""
-    return value[1:1 + COPY_KEY_SIZE]
-
-
-def decode(value: bytes) -> dict[str, Any]:
-    """The RowUpdate dict of one raw-topic value."""
-    start = avro_start(value)
-    try:
-        return fastavro.schemaless_reader(io.BytesIO(value[start:]), SCHEMA, None)
-    except (EOFError, ValueError, IndexError) as exc:
-        raise RecordFormatError(f"undecodable RowUpdate: {exc}") from exc

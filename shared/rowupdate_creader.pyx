@@ -3,8 +3,10 @@
 errors (a unit test holds the two equal on fixture, random and damaged records).
 
 Why compiled: the pure-Python reader makes some 60 calls per record and was a fifth of the
-materializer's Python time per change (README "Measured"). Built by setup.py when the
-install has a C compiler; without one, shared.rowupdate_reader uses its Python twin.
+materializer's Python time per change (35 of 162 µs in `bench_partition_merge`, before this
+reader; its share now: docs/benchmarks.md "Where a change's time goes", raw record
+decoding). Built by setup.py when the install has a C compiler; without one,
+shared.rowupdate_reader uses its Python twin.
 """
 
 from libc.stdint cimport int64_t, uint64_t

@@ -159,13 +159,3 @@ def catalog_from_json(doc: Mapping[str, Any]) -> dict[uuid.UUID, TableSchema]:
     types = doc.get("types", {})
     tables = (table_from_json(t, types) for t in doc.get("tables", ()))
     return {t.id: t for t in tables}
-
-
-def catalog_to_json(tables: Iterable[TableSchema]) -> dict[str, Any]:
-    """The schema document for `tables` (UDTs of their keyspaces included)."""
-    tables = sorted(tables, key=lambda t: (t.keyspace, t.table))
-    types: dict[str, dict[str, list[list[str]]]] = {}
-    for t in tables:
-        for name, fields in t.udts.items():
-            types.setdefault(t.keyspace, {})[name] = [list(f) for f in fields]
-    return {"format": FORMAT, "types": types, "tables": [t.to_json() for t in tables]}

@@ -12,7 +12,7 @@ an EXTRA key is only final once a recheck finds it again.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,14 +73,3 @@ def verdict(table: TableRow | None, stream: dict[str, Any] | None, position_us: 
     if table.newest_write_us > position_us:
         return PENDING
     return MISSING if stream is None else DIFFERENT
-
-
-def compare(table: Mapping[Hashable, TableRow], stream: Mapping[Hashable, dict[str, Any] | None],
-            position_us: int, keep: int = 10) -> Report:
-    """Every key of either side, judged (see the module doc)."""
-    report = Report(keep)
-    for key in sorted(table.keys() | stream.keys(), key=repr):
-        row = table.get(key)
-        image = stream.get(key)
-        report.add(key, verdict(row, image, position_us), row.row if row else None, image)
-    return report

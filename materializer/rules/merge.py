@@ -1,7 +1,7 @@
 """Cassandra's reconciliation rules applied to one partition's state
 (docs/architecture.md "Merge rules").
 
-`apply` folds one RowUpdate (the dict `shared.rowupdate.decode` returns) into a
+`apply` folds one RowUpdate (the dict `shared.rowupdate_reader.read_row_update` returns) into a
 PartitionState. The result depends only on the set of records applied, not on their order
 or repetition: deletions take the maximum, cells reconcile as Cassandra's `Cells.reconcile`
 does (db/rows/Cells.java, 4.0+), liveness as `LivenessInfo.supersedes`, and whatever a

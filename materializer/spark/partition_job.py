@@ -63,7 +63,7 @@ TASK_SCHEMA = ("topic STRING, key BINARY, value BINARY, copies_in LONG, copies_d
                " store_keys LONG, stores LONG, stores_restored LONG, writes_restored LONG,"
                " records_written LONG, stats STRING")
 _COUNTS = (None,) * 8  # an event row's count columns
-_COPY_KEY_END = 1 + COPY_KEY_SIZE  # rowupdate.copy_key_of, inlined: it runs per copy
+_COPY_KEY_END = 1 + COPY_KEY_SIZE  # a raw value's copy key ends here (after its version byte)
 _CHUNK = 5_000  # output rows per Arrow batch
 
 

@@ -64,8 +64,3 @@ class SchemaCache:
             log.error("unreadable schema record skipped",
                       extra={"topic": self.topic, "partition": partition, "offset": offset,
                              "error": str(exc)})
-
-    def add(self, table: TableSchema) -> None:
-        """Register a schema directly (tests, offline tools)."""
-        self.tables[table.schema_hash] = table
-

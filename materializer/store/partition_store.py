@@ -390,20 +390,3 @@ def owner_of(raw_key: bytes) -> tuple[str, bytes] | None:
     if kind == _EXPIRY:
         return "expiry", raw_key[1 + _BATCH.size:]
     return None
-
-
-def writes_of(path: Path, batch: int) -> int:
-    """How many entries and copy digests of a stopped store micro-batch `batch` wrote (for
-    tests and operators; waits for the store's lock while a job holds it)."""
-    db = open_store(path)
-    try:
-        it = db.iter()
-        it.seek(_COPY)  # the copy digests, then the entries ("c" < "e")
-        count = 0
-        while it.valid() and it.key()[:1] in (_COPY, _ENTRY):
-            count += _BATCH.unpack_from(it.value())[0] == batch
-            it.next()
-        del it
-        return count
-    finally:
-        db.close()

@@ -31,8 +31,7 @@ from publisher.agent.cdc_dir import retire as retire_files
 from publisher.agent.delivery import WatermarkTracker
 from publisher.agent.heartbeats import Heartbeats
 from publisher.agent.offset_store import OffsetStore, SegmentState
-from publisher.agent.record_writer import RecordWriter
-from publisher.agent.splitter import SourceInfo
+from publisher.agent.record_writer import RecordWriter, SourceInfo
 from publisher.agent.table_drops import TableDrops
 from publisher.commitlog.errors import CommitLogError
 from publisher.commitlog.reader import CommitLogReader

@@ -1,7 +1,10 @@
-"""Decoded partition updates → encoded RowUpdate values, without the dict step.
+"""Decoded partition updates → encoded RowUpdate values, without the dict step
+(docs/architecture.md "Publisher"). Pure logic.
 
-The same records as `splitter.split` + `rowupdate.encode_update`, byte for byte (a unit
-test holds them to it), written straight from the decoder's objects: the publisher's hot path.
+Written straight from the decoder's objects, the publisher's hot path; the same bytes as
+the tests' reference, which splits into dicts and encodes them with fastavro
+(tests/support/splitter_reference.py, tests/support/rowupdate_reference.py; a unit test
+holds the two equal).
 
 Each record is one `b"".join` over a flat list of pieces; the pieces that repeat (a column's
 name with the null path and the value's union branch, a row's timestamp with the default
@@ -11,10 +14,22 @@ ttl / deletion time / tombstone of a plain live cell) are encoded once, not per 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from hashlib import blake2b
+from typing import Any
 
-from publisher.agent.splitter import SourceInfo, range_records
-from publisher.commitlog.model import Cell, DeletionTime, Mutation, PartitionUpdate, Row
+from publisher.commitlog.model import (
+    EXCL_END_INCL_START_BOUNDARY,
+    INCL_END_BOUND,
+    INCL_END_EXCL_START_BOUNDARY,
+    INCL_START_BOUND,
+    Cell,
+    DeletionTime,
+    Mutation,
+    PartitionUpdate,
+    RangeTombstoneMarker,
+    Row,
+)
 from shared.rowupdate import (
     DIGEST_SIZE,
     FALSE,
@@ -43,6 +58,18 @@ _UNDELETED = NULL + FALSE + _NO_RANGE
 _NO_TTL = avro_long(0) + NULL
 # ttl 0, local_deletion_time null, tombstone false: the tail of a plain live cell
 _LIVE_TAIL = avro_long(0) + NULL + FALSE
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """Where records come from: this node and the segment being read."""
+
+    host: str
+    datacenter: str
+    file: str
+    segment_id: int
+    commitlog_version: int
+    messaging_version: int
 
 
 class RecordWriter:
@@ -207,3 +234,30 @@ def _range_body(rec: dict) -> bytes:
         FALSE, SOME, avro_values(rng["start"]), TRUE if rng["start_inclusive"] else FALSE,
         avro_values(rng["end"]), TRUE if rng["end_inclusive"] else FALSE,
         NULL, _EMPTY_ARRAY, _EMPTY_ARRAY))
+
+
+def range_records(markers: list[RangeTombstoneMarker]) -> list[dict[str, Any]]:
+    """Pair open and close markers (boundaries do both) into RANGE_TOMBSTONE records."""
+    out = []
+    opened: RangeTombstoneMarker | None = None
+    for m in markers:
+        if m.end_deletion is not None and opened is not None:
+            d = opened.start_deletion
+            assert d is not None
+            out.append({
+                "kind": "RANGE_TOMBSTONE", "clustering": [],
+                "deletion": {"marked_for_delete_at": d.marked_for_delete_at,
+                             "local_deletion_time": d.local_deletion_time},
+                "shadowable": False,
+                "range": {
+                    "start": list(opened.values),
+                    "start_inclusive": opened.kind in (INCL_START_BOUND,
+                                                       EXCL_END_INCL_START_BOUNDARY),
+                    "end": list(m.values),
+                    "end_inclusive": m.kind in (INCL_END_BOUND, INCL_END_EXCL_START_BOUNDARY),
+                },
+                "liveness": None, "cells": [], "complex_deletions": []})
+            opened = None
+        if m.start_deletion is not None:
+            opened = m
+    return out

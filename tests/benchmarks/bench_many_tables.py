@@ -41,6 +41,8 @@ from shared import rowupdate, topic_names
 from shared.kafka_topics import TopicCreator, read_to_end
 from shared.schema import TableSchema
 
+from support import rowupdate_reference
+
 CHANGES = int(os.environ.get("TABLES_CHANGES", "120000"))
 # of the raw topic; a list runs every count of tables with each
 RAW_PARTITIONS = [int(n) for n in os.environ.get("TABLES_PARTITIONS", "4").split(",")]
@@ -85,7 +87,7 @@ def publish(bootstrap: str, prefix: str, schemas: list[TableSchema], seed: int =
     for key in range(CHANGES):
         table = schemas[key % len(schemas)]
         raw_key, value = raw_change(table, key, 0)
-        record = rowupdate.decode(value)
+        record = rowupdate_reference.decode(value)
         for node in (1, 2, 3):
             source = {**record["source"], "host": f"node-{node}",
                       "position": record["source"]["position"] * node + 31 * node}

@@ -35,6 +35,8 @@ from shared.kafka_topics import TopicCreator
 from shared.schema import TableSchema, table_from_json
 from shared.topic_names import TABLE_ID_SIZE
 
+from support import rowupdate_reference
+
 KEYS = int(os.environ.get("BENCH_KEYS", "50000"))
 UPDATES = int(os.environ.get("BENCH_UPDATES", "4"))
 MAX_PER_BATCH = int(os.environ.get("BENCH_BATCH", "40000"))
@@ -89,7 +91,7 @@ def test_bench_wide_partition_batch_cost() -> None:
 
     def raw(c: int, u: int, offset: int) -> RawRecord:
         _k, value = raw_change(WIDE, 1, u)
-        rec = rowupdate.decode(value)
+        rec = rowupdate_reference.decode(value)
         rec["clustering"] = [c.to_bytes(4, "big", signed=True)]
         rec["schema_hash"] = WIDE.schema_hash
         return RawRecord(rowupdate.encode(rec), 0, offset)
@@ -149,7 +151,7 @@ def _publish(bootstrap: str, prefix: str) -> int:
 def _send_wide_row(producer: Producer, topic: str, c: int, u: int) -> None:
     """Row `c` of WIDE's partition 1, version `u`, to the raw topic."""
     key, value = raw_change(WIDE, 1, u)  # key: the raw key of WIDE's partition 1
-    rec = rowupdate.decode(value)
+    rec = rowupdate_reference.decode(value)
     rec["clustering"] = [c.to_bytes(4, "big", signed=True)]
     rec["schema_hash"] = WIDE.schema_hash
     producer.produce(topic, key=key, value=rowupdate.encode(rec))

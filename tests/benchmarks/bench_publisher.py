@@ -26,11 +26,12 @@ from publisher.agent.offset_store import OffsetStore
 from publisher.commitlog.schema_source import FileSchemaSource, read_system_schema
 from publisher.kafka_sink import KafkaSink
 from publisher.settings import PublisherConfig
-from shared import rowupdate, topic_names
+from shared import topic_names
 from shared.heartbeat import is_heartbeat
 from shared.metrics import Registry
 from shared.schema import catalog_from_json
 
+from support import rowupdate_reference
 from support.publisher_harness import (
     AgentProcess,
     paced,
@@ -136,7 +137,7 @@ def _take(msg, latencies: list[float]) -> None:
     topic's other records (the publisher's heartbeats, any other table's) are no rows."""
     if is_heartbeat(msg.value()):
         return
-    record = rowupdate.decode(msg.value())
+    record = rowupdate_reference.decode(msg.value())
     if (record["keyspace"], record["table"]) != ("lat", "t"):
         return
     cell = next(c for c in record["cells"] if c["column"] == "written")

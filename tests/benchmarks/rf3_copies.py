@@ -16,6 +16,8 @@ from raw_workload import TABLE, raw_change, raw_producer
 
 from shared import rowupdate, topic_names
 
+from support import rowupdate_reference
+
 CHANGES = int(os.environ.get("RF3_CHANGES", "60000"))
 KEYS = int(os.environ.get("RF3_KEYS", "20000"))
 PER_BATCH = int(os.environ.get("RF3_BATCH", "60000"))
@@ -25,7 +27,7 @@ SHUFFLE = int(os.environ.get("RF3_SHUFFLE", "3000"))
 def copies(key: int, version: int) -> list[tuple[bytes, bytes]]:
     """(Kafka key, value) of one change as nodes 1-3 publish it (the key: a raw key)."""
     pk, value = raw_change(TABLE, key, version)
-    record = rowupdate.decode(value)
+    record = rowupdate_reference.decode(value)
     out = []
     for node in (1, 2, 3):
         source = {**record["source"], "host": f"node-{node}",

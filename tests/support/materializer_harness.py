@@ -1,5 +1,6 @@
 """Test harness for the materializer: publish a node's CDC into raw topics, run the Spark job
-as a real process, read the event topics, and ask Cassandra for the truth (test code only)."""
+as a real process, read the event topics, ask Cassandra for the truth, and count what a
+stopped partition store holds of a micro-batch (test code only)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from casscade.verify.avro_json import avro_as_json
 from devstack.settings import StackSettings, repo_root
 from materializer.output.envelope import EnvelopeWriter, dumps
 from materializer.output.values import MODES, ValueModes, to_connect
+from materializer.store.partition_store import _BATCH, _COPY, _ENTRY, open_store
 from publisher.agent.agent import Agent
 from publisher.agent.offset_store import OffsetStore, SegmentState
 from publisher.commitlog.schema_source import CassandraSchemaSource
@@ -274,3 +276,22 @@ def duplicates(events: list[tuple[int, int, dict, dict | None]]) -> list[str]:
         else:
             first[ident] = (p, o)
     return found
+
+
+def writes_of(path: Path, batch: int) -> int:
+    """How many entries and copy digests of a stopped partition store micro-batch `batch`
+    wrote (waits for the store's lock while a job holds it)."""
+    # the store's key layout (_COPY, _ENTRY, the batch id leading each value) is private to
+    # it: only this reader of a stopped store, test code, shares it
+    db = open_store(path)
+    try:
+        it = db.iter()
+        it.seek(_COPY)  # the copy digests, then the entries ("c" < "e")
+        count = 0
+        while it.valid() and it.key()[:1] in (_COPY, _ENTRY):
+            count += _BATCH.unpack_from(it.value())[0] == batch
+            it.next()
+        del it
+        return count
+    finally:
+        db.close()

@@ -9,8 +9,9 @@ from typing import Any
 
 from materializer.key_materializer import KeyMaterializer, RawRecord
 from materializer.output.event_settings import EventSettings
-from shared import rowupdate
 from shared.schema import TableSchema, table_from_json
+
+from support import rowupdate_reference
 
 # CREATE TABLE ks.t (p int, c int, s text STATIC, v text, PRIMARY KEY (p, c))
 TABLE = table_from_json({
@@ -58,7 +59,7 @@ def body(kind: str, c: int | None = None, ts: int = 1000, s: str | None = None,
 def mutation(position: int, *bodies: dict[str, Any], host: str = HOSTS[0],
              p: int = 2) -> list[bytes]:
     """The raw records the publisher on `host` writes for one mutation of partition `p`."""
-    return rowupdate.encode_update([b | {
+    return rowupdate_reference.encode_update([b | {
         "table_id": TABLE.id.bytes, "keyspace": "ks", "table": "t",
         "schema_hash": TABLE.schema_hash, "partition_key": i32(p),
         "source": {"host": host, "datacenter": "dc1", "file": "CommitLog-7-5.log",

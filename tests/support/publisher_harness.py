@@ -21,9 +21,9 @@ from devstack import cassandra
 from devstack import stack as devstack
 from devstack.process import pid_alive
 from devstack.settings import StackSettings, repo_root
-from shared import rowupdate
 from shared.heartbeat import is_heartbeat
 
+from support import rowupdate_reference
 from support.services import wait_until as wait_for
 
 NODE_PORTS = {"cql_port": 19142, "storage_port": 17100, "jmx_port": 17299}
@@ -179,7 +179,7 @@ def read_topic(bootstrap: str, topic: str, expect_at_least: int,
             assert msg.error() is None, msg.error()
             if is_heartbeat(msg.value()):
                 continue  # the publisher's sign of life, not a change
-            record = rowupdate.decode(msg.value())
+            record = rowupdate_reference.decode(msg.value())
             if table is None or f"{record['keyspace']}.{record['table']}" == table:
                 out.append((msg.partition(), msg.offset(), msg.key(), record))
             quiet_since = time.monotonic()

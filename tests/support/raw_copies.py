@@ -13,6 +13,8 @@ from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import TopicCreator, read_to_end
 from shared.topic_names import raw_topic
 
+from support import rowupdate_reference
+
 
 def copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
               replicas: bool = False, late: float = 0.0, stats: dict | None = None) -> int:
@@ -57,7 +59,7 @@ def copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
                 seen: set[bytes] = set()
                 moved: set[bytes] = set()
                 for v in reversed(many):  # a record's last copy, maybe to the tail
-                    digest = rowupdate.copy_key_of(v)
+                    digest = rowupdate_reference.copy_key_of(v)
                     if digest not in seen:
                         seen.add(digest)
                         if rnd.random() < late:
@@ -72,7 +74,7 @@ def copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
         if stats is not None and topic == raw_topic(src_prefix):
             stats["late"] = stats.get("late", 0) + len(tail)
             stats.setdefault("digests", set()).update(
-                rowupdate.copy_key_of(v) for values in by_key.values() for v in values)
+                rowupdate_reference.copy_key_of(v) for values in by_key.values() for v in values)
         if topic == raw_topic(src_prefix):
             total += sum(len(v) for v in by_key.values()) * copies
     assert producer.flush(60) == 0
@@ -81,7 +83,7 @@ def copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
 
 def as_replica(value: bytes, node: int) -> bytes:
     """A raw record as node `node`'s publisher would have sent it (its own `source`)."""
-    record = rowupdate.decode(value)
+    record = rowupdate_reference.decode(value)
     source = {**record["source"], "host": f"node-{node}", "file": f"CommitLog-7-{node}.log",
               "position": record["source"]["position"] + node}
     # the copy digest and the mutation id are the publisher's (replica-independent)

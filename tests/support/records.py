@@ -8,8 +8,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 from materializer.rules.clustering import ClusteringOrder
-from shared import rowupdate
 from shared.schema import table_from_json
+
+from support import rowupdate_reference
 
 TABLE = table_from_json({
     "keyspace": "ks", "table": "t", "id": "5a1c0e2e-0000-4000-8000-000000000001",
@@ -109,7 +110,7 @@ def published(records: list[dict[str, Any]]) -> list[tuple[dict[str, Any], bytes
             raws[members[0]] = repr(records[members[0]]).encode()
             continue
         members.sort(key=lambda i: records[i]["source"]["index"])  # in split order
-        encoded = rowupdate.encode_update([records[i] | PUBLISHED for i in members])
+        encoded = rowupdate_reference.encode_update([records[i] | PUBLISHED for i in members])
         for i, raw in zip(members, encoded, strict=True):
             raws[i] = raw
     return list(zip(records, raws, strict=True))

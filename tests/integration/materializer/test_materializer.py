@@ -28,7 +28,6 @@ from devstack.settings import StackSettings, repo_root
 from materializer.output.avro_envelope import decode, schemas_from_topic
 from materializer.output.envelope import EnvelopeWriter
 from materializer.store.layout import STATE_DIR
-from materializer.store.partition_store import writes_of
 from publisher.commitlog.schema_source import read_system_schema
 from shared.kafka_topics import read_to_end
 from shared.schema import catalog_from_json
@@ -47,6 +46,7 @@ from support.materializer_harness import (
     read_events,
     run_materializer,
     start_materializer,
+    writes_of,
 )
 from support.raw_copies import copy_raw
 from support.reference import cdc_offsets

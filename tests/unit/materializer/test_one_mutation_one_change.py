@@ -21,6 +21,7 @@ from materializer.rules.merge import Merger
 from materializer.rules.model import PartitionState
 from shared import rowupdate
 
+from support import rowupdate_reference
 from support.mutations import (
     HOSTS,
     body,
@@ -123,19 +124,19 @@ def test_a_row_deleted_and_another_inserted_in_one_batch_shows_no_static_only_ro
 
 def test_the_cause_is_the_rows_own_record() -> None:
     proc = ChangeDetector(Merger(ORDER), has_static=True, gc_grace_s=10**6)
-    static, new_row = (rowupdate.decode(r) for r in mutation(10, *INSERT))
+    static, new_row = (rowupdate_reference.decode(r) for r in mutation(10, *INSERT))
     # (the row's clustering is in support.records' table: an int, as here)
     (change,) = proc.process(PartitionState(), [(static, b"a"), (new_row, b"b")], NOW)
     assert change.cause is new_row and change.ts_us == 1000
-    lone = rowupdate.decode(mutation(30, body("STATIC_ROW", ts=3000, s="x"))[0])
+    lone = rowupdate_reference.decode(mutation(30, body("STATIC_ROW", ts=3000, s="x"))[0])
     (change,) = proc.process(PartitionState(), [(lone, b"a")], NOW)
     assert change.clustering == () and change.cause is lone and change.ts_us == 3000
     # a deletion and a rewrite: the rewritten row's cause is its own record, the deleted
     # row's the deletion (each with its own write time)
     state = PartitionState()
-    proc.process(state, [(rowupdate.decode(r), r) for r in mutation(
+    proc.process(state, [(rowupdate_reference.decode(r), r) for r in mutation(
         10, body("ROW", 1, v="a", insert=True), body("ROW", 2, v="b", insert=True))], NOW)
-    pd, rewrite = (rowupdate.decode(r) for r in mutation(
+    pd, rewrite = (rowupdate_reference.decode(r) for r in mutation(
         20, body("PARTITION_DELETION", deleted_at=2000),
         body("ROW", 1, ts=2001, v="new", insert=True)))
     updated, deleted = proc.process(state, [(rewrite, b"a"), (pd, b"b")], NOW)
@@ -229,7 +230,7 @@ def as_published(copies: list[list[dict[str, Any]]]) -> list[list[tuple[dict, by
     out = []
     for records in copies:
         full = [rec | PUBLISHED for rec in records]
-        out.append(list(zip(full, rowupdate.encode_update(full), strict=True)))
+        out.append(list(zip(full, rowupdate_reference.encode_update(full), strict=True)))
     return out
 
 

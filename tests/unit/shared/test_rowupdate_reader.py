@@ -7,13 +7,15 @@ import random
 
 import pytest
 
-from publisher.agent.splitter import SourceInfo, split
+from publisher.agent.record_writer import SourceInfo
 from publisher.commitlog.reader import CommitLogReader
 from publisher.commitlog.schema_source import FileSchemaSource
 from shared import rowupdate, rowupdate_reader
 from shared.rowupdate_reader import read_row_update
 
+from support import rowupdate_reference
 from support.paths import COMMITLOG_FIXTURES as FIXTURES
+from support.splitter_reference import split
 
 
 def _encoded(name: str) -> list[bytes]:
@@ -41,15 +43,15 @@ def test_every_fixture_record_reads_like_fastavro(name: str) -> None:
     values = _encoded(name)
     assert len(values) > 100
     for v in values:
-        assert read_row_update(v) == rowupdate.decode(v)
+        assert read_row_update(v) == rowupdate_reference.decode(v)
 
 
 def test_blocked_arrays_and_big_numbers_read_like_fastavro() -> None:
-    rec = rowupdate.decode(_encoded("v7")[0])
+    rec = rowupdate_reference.decode(_encoded("v7")[0])
     rec["liveness"] = {"timestamp": -(2**63), "ttl": 2**31 - 1, "local_expiration_time": 2**40}
     rec["source"]["position"] = 2**62
-    value = rowupdate.encode_with_fastavro(rec)
-    assert read_row_update(value) == rowupdate.decode(value)
+    value = rowupdate_reference.encode_with_fastavro(rec)
+    assert read_row_update(value) == rowupdate_reference.decode(value)
 
 
 def test_damage_gives_a_record_format_error_never_a_wrong_record() -> None:
@@ -69,7 +71,7 @@ def test_damage_gives_a_record_format_error_never_a_wrong_record() -> None:
             except rowupdate.RecordFormatError:
                 continue
             # a flip inside a value can still be a valid record: then fastavro agrees
-            assert got == rowupdate.decode(damaged)
+            assert got == rowupdate_reference.decode(damaged)
     with pytest.raises(rowupdate.RecordFormatError, match="format version"):
         read_row_update(b"\x05" + values[0][1:])
 
@@ -85,10 +87,10 @@ def test_the_readers_agree_on_random_bytes_and_on_long_varints() -> None:
             i = rnd.randrange(1, len(v))
             noise = bytes(rnd.randrange(256) for _ in range(rnd.randrange(12)))
             cases.append(v[:i] + noise + v[i + rnd.randrange(3):])
-    rec = rowupdate.decode(base[0])
+    rec = rowupdate_reference.decode(base[0])
     rec["source"].update(segment_id=0, position=0, index=0, commitlog_version=0,
                          messaging_version=0)
-    zeros = rowupdate.encode_with_fastavro(rec)  # its last 5 bytes: the five numbers, 0 each
+    zeros = rowupdate_reference.encode_with_fastavro(rec)  # last 5 bytes: the five numbers, 0 each
     assert zeros[-5:] == bytes(5)
     for big in (b"\xff" * 9 + b"\x01", b"\xfe" * 9 + b"\x01", b"\xff" * 9 + b"\x03",
                 b"\x80" * 10 + b"\x00", b"\xff" * 10 + b"\x7f", b"\x81" + b"\x80" * 10):

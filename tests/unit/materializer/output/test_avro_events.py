@@ -24,6 +24,8 @@ from materializer.output.event_settings import EventSettings
 from shared import codec, rowupdate
 from shared.schema import TableSchema, table_from_json
 
+from support import rowupdate_reference
+
 FROZEN = [  # (column, CQL type, driver value)
     ("ti", "tinyint", -7), ("si", "smallint", 300), ("bi", "bigint", -2**40),
     ("vi", "varint", 12345678901), ("fl", "float", 1.5), ("db", "double", -2.25),
@@ -88,7 +90,7 @@ def _insert(ts: int, position: int, text: str = "héllo") -> bytes:
 
 
 def _delete(ts: int, position: int) -> bytes:
-    rec = rowupdate.decode(_insert(ts, position))
+    rec = rowupdate_reference.decode(_insert(ts, position))
     rec.update(cells=[], liveness=None,
                deletion={"marked_for_delete_at": ts, "local_deletion_time": NOW_MS // 1000})
     return rowupdate.encode(rec)
@@ -295,7 +297,7 @@ def test_avro_events_of_a_captured_table_carry_what_was_published() -> None:
             assert schema_hash == captured.schema_hash
             return captured
 
-    rec = rowupdate.decode(_insert(1000, 10))
+    rec = rowupdate_reference.decode(_insert(1000, 10))
     hashed = rules.mask(HASH, "héllo".encode())
     rec["schema_hash"] = captured.schema_hash
     rec["cells"] = [c | {"value": hashed} if c["column"] == "tx" else c

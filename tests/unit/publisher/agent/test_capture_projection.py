@@ -6,12 +6,12 @@ from __future__ import annotations
 import uuid
 
 from publisher.agent.capture_projection import UpdateProjection
-from publisher.agent.record_writer import RecordWriter
-from publisher.agent.splitter import SourceInfo
+from publisher.agent.record_writer import RecordWriter, SourceInfo
 from publisher.commitlog.model import Cell, Liveness, Mutation, PartitionUpdate, Row
-from shared import rowupdate
 from shared.capture import HASH, CaptureSettings
 from shared.schema import table_from_json
+
+from support import rowupdate_reference
 
 PEOPLE = table_from_json({
     "keyspace": "crm", "table": "people", "id": str(uuid.UUID(int=5)), "cdc": True,
@@ -59,7 +59,7 @@ def test_excluded_and_masked_values_never_reach_the_raw_bytes() -> None:
     (value,) = _published(projection, insert, audit)
     assert b"ada@example.com" not in value and b"secret-note" not in value
     assert b"audited" not in value
-    record = rowupdate.decode(value)
+    record = rowupdate_reference.decode(value)
     published = projection.plan(PEOPLE).published
     assert record["schema_hash"] == published.schema_hash != PEOPLE.schema_hash
     assert {c["column"]: c["value"] for c in record["cells"]} == {
@@ -78,7 +78,7 @@ def test_an_update_of_excluded_columns_only_publishes_nothing() -> None:
     inserted = PartitionUpdate(PEOPLE, KEY, None, None,
                                [_row(_cell(PEOPLE, "notes", b"x"), insert=True)], [])
     (value,) = _published(projection, inserted)
-    assert rowupdate.decode(value)["cells"] == []
+    assert rowupdate_reference.decode(value)["cells"] == []
     # a table without rules goes through untouched
     untouched = PartitionUpdate(OTHER, KEY, None, None, [_row(_cell(OTHER, "what", b"w"))],
                                 [])

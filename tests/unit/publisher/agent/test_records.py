@@ -1,5 +1,5 @@
-"""RowUpdate records: the splitter's dicts, the Avro encoding (checked against fastavro),
-and the publisher's direct writer, which must produce the very same bytes."""
+"""RowUpdate records: the reference splitter's dicts, the Avro encoding (checked against
+fastavro), and the publisher's direct writer, which must produce the very same bytes."""
 
 from __future__ import annotations
 
@@ -8,21 +8,22 @@ import json
 
 import pytest
 
-from publisher.agent.record_writer import RecordWriter
-from publisher.agent.splitter import SourceInfo, split
+from publisher.agent.record_writer import RecordWriter, SourceInfo
 from publisher.commitlog.reader import CommitLogReader
 from publisher.commitlog.schema_source import FileSchemaSource
 from shared import rowupdate
 
+from support import rowupdate_reference
 from support.paths import COMMITLOG_FIXTURES as FIXTURES
+from support.splitter_reference import split
 
 
 def _encoded(pairs) -> list[bytes]:
-    """The reference values of split records: `encode_update` over each partition update's
-    records (one mutation id for them)."""
+    """The reference values of split records: the fastavro codec's `encode_update` over each
+    partition update's records (one mutation id for them)."""
     out: list[bytes] = []
     for _key, group in itertools.groupby(pairs, key=lambda pair: id(pair[0])):
-        out += rowupdate.encode_update([rec for _u, rec in group])
+        out += rowupdate_reference.encode_update([rec for _u, rec in group])
     return out
 
 
@@ -46,9 +47,9 @@ def test_every_fixture_record_encodes_like_fastavro_and_round_trips(name: str) -
                                                    strict=True):
             kinds.add(record["kind"])
             mutation = rowupdate.mutation_of_value(encoded)
-            assert encoded == rowupdate.encode_with_fastavro(record, mutation)
+            assert rowupdate.encode(record, mutation) == encoded  # the snapshot's writer
             assert fast == encoded
-            back = rowupdate.decode(encoded)
+            back = rowupdate_reference.decode(encoded)
             assert back["kind"] == record["kind"]
             assert back["cells"] == record["cells"]
             assert back["source"]["position"] == m.position
@@ -76,9 +77,9 @@ def test_split_indexes_are_unique_per_mutation_and_ranges_pair_up() -> None:
 
 def test_unknown_format_version_is_refused() -> None:
     with pytest.raises(rowupdate.RecordFormatError, match="format version 9"):
-        rowupdate.decode(b"\x09abc")
+        rowupdate_reference.decode(b"\x09abc")
     with pytest.raises(rowupdate.RecordFormatError):
-        rowupdate.decode(b"\x01\x02")
+        rowupdate_reference.decode(b"\x01\x02")
 
 
 def test_avro_long_matches_fastavro_across_the_table_and_cache_edges() -> None:
@@ -140,24 +141,25 @@ def test_replica_copies_share_a_digest_and_nothing_else_does() -> None:
     for m in mutations:
         a, b = one.records(m), two.records(m)
         assert [v for _, v in a] != [v for _, v in b]
-        assert [rowupdate.digest_of(v) for _, v in a] == [rowupdate.digest_of(v) for _, v in b]
-        digests += [rowupdate.digest_of(v) for _, v in a]
+        assert [rowupdate_reference.digest_of(v) for _, v in a] \
+            == [rowupdate_reference.digest_of(v) for _, v in b]
+        digests += [rowupdate_reference.digest_of(v) for _, v in a]
     assert len(digests) > 100 and all(len(d) == 16 for d in digests)
     # distinct records (every record of a fixture differs in key, clustering or content)
     assert len(set(digests)) == len(digests)
-    record = rowupdate.decode(one.records(mutations[0])[0][1])
-    base = rowupdate.digest_of(rowupdate.encode(record))
+    record = rowupdate_reference.decode(one.records(mutations[0])[0][1])
+    base = rowupdate_reference.digest_of(rowupdate.encode(record))
     for change in ({"partition_key": record["partition_key"] + b"x"},
                    {"liveness": {"timestamp": 1, "ttl": 60, "local_expiration_time": 9}},
                    {"deletion": {"marked_for_delete_at": 5, "local_deletion_time": 6}}):
-        assert rowupdate.digest_of(rowupdate.encode({**record, **change})) != base
+        assert rowupdate_reference.digest_of(rowupdate.encode({**record, **change})) != base
     moved = {**record, "source": {**record["source"], "position": 1, "index": 3}}
-    assert rowupdate.digest_of(rowupdate.encode(moved)) == base
+    assert rowupdate_reference.digest_of(rowupdate.encode(moved)) == base
     v4 = rowupdate.encode(record)
     assert rowupdate.mutation_time_of_value(v4) == rowupdate.record_timestamp(record)
     for older in (1, 2, 3, 5):
         with pytest.raises(rowupdate.RecordFormatError, match=f"format version {older} "):
-            rowupdate.decode(bytes([older]) + v4[1:])
+            rowupdate_reference.decode(bytes([older]) + v4[1:])
 
 
 def test_replica_copies_share_a_mutation_id_and_mutations_differ() -> None:
@@ -180,6 +182,6 @@ def test_replica_copies_share_a_mutation_id_and_mutations_differ() -> None:
             assert len({mid for _v, mid in values}) == 1
             multi += len(values) > 1
             mid = values[0][1]
-            content = {rowupdate.digest_of(v) for v, _mid in values}
+            content = {rowupdate_reference.digest_of(v) for v, _mid in values}
             assert ids.setdefault(mid, set(content)) == content  # one id, one content
     assert multi >= 5 and len(ids) > 20

@@ -1,36 +1,21 @@
-"""Split a decoded mutation into single-row RowUpdate records (docs/architecture.md
-"Publisher"). Pure logic."""
+"""The reference splitter: a decoded mutation as RowUpdate dicts, one a record (test code
+only).
+
+The publisher writes its records' bytes straight from the decoder's objects
+(`publisher.agent.record_writer.RecordWriter`); these dicts, encoded by the reference codec
+(support.rowupdate_reference), are what a unit test holds those bytes to
+(tests/unit/publisher/agent/test_records.py). Range tombstones are paired by the runtime's
+own `range_records`, which the writer shares.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from publisher.commitlog.model import (
-    EXCL_END_INCL_START_BOUNDARY,
-    INCL_END_BOUND,
-    INCL_END_EXCL_START_BOUNDARY,
-    INCL_START_BOUND,
-    DeletionTime,
-    Mutation,
-    PartitionUpdate,
-    RangeTombstoneMarker,
-    Row,
-)
+from publisher.agent.record_writer import SourceInfo, range_records
+from publisher.commitlog.model import DeletionTime, Mutation, PartitionUpdate, Row
 from shared.schema import TableSchema
-
-
-@dataclass(frozen=True)
-class SourceInfo:
-    """Where records come from: this node and the segment being read."""
-
-    host: str
-    datacenter: str
-    file: str
-    segment_id: int
-    commitlog_version: int
-    messaging_version: int
 
 
 def split(mutation: Mutation, source: SourceInfo,
@@ -95,25 +80,3 @@ def _row(row: Row, kind: str) -> dict[str, Any]:
                             "local_deletion_time": d.local_deletion_time}
                            for name, d in row.complex_deletions.items()],
     )
-
-
-def range_records(markers: list[RangeTombstoneMarker]) -> list[dict[str, Any]]:
-    """Pair open and close markers (boundaries do both) into RANGE_TOMBSTONE records."""
-    out = []
-    opened: RangeTombstoneMarker | None = None
-    for m in markers:
-        if m.end_deletion is not None and opened is not None:
-            assert opened.start_deletion is not None
-            out.append(_record(
-                "RANGE_TOMBSTONE", deletion=_deletion(opened.start_deletion),
-                range={
-                    "start": list(opened.values),
-                    "start_inclusive": opened.kind in (INCL_START_BOUND,
-                                                       EXCL_END_INCL_START_BOUNDARY),
-                    "end": list(m.values),
-                    "end_inclusive": m.kind in (INCL_END_BOUND, INCL_END_EXCL_START_BOUNDARY),
-                }))
-            opened = None
-        if m.start_deletion is not None:
-            opened = m
-    return out
