@@ -147,7 +147,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
 def reach_or_exit(kafka: dict[str, str], events: Any) -> None:
     """A ClickException naming the endpoint and the reason when Kafka or the schema
     registry (Avro events; None: no registry to check) does not answer."""
-    from materializer.output.avro_registry import ConfluentRegistry, RegistryError
+    from materializer.kafka.avro_registry import ConfluentRegistry, RegistryError
     from shared.kafka_reach import KafkaUnreachable, cluster_id
 
     try:

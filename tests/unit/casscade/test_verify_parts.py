@@ -26,7 +26,7 @@ from casscade.verify.output import (
 )
 from casscade.verify.verifier import TableResult
 from materializer.output.avro_envelope import AvroEnvelopeWriter
-from materializer.output.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
+from materializer.output.avro_wire import SINGLE_OBJECT_MAGIC, schema_fingerprint
 from materializer.output.envelope import EnvelopeWriter, dumps
 from materializer.output.event_settings import EventSettings
 from materializer.output.values import MODES, to_connect

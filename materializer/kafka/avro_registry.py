@@ -1,4 +1,4 @@
-"""Where Avro event schemas are published, and the header each message then starts with.
+"""Where Avro event schemas are published (the headers themselves: `output.avro_wire`).
 
 - `ConfluentRegistry`: a Confluent-compatible schema registry (REST). Subjects follow the
   TopicNameStrategy (`<topic>-key`, `<topic>-value`); messages use the Confluent wire
@@ -20,50 +20,23 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
-
+from materializer.output.avro_wire import (
+    CONFLUENT_MAGIC,
+    OPEN,
+    SINGLE_OBJECT_MAGIC,
+    RegistryAccess,
+    schema_fingerprint,
+)
 from shared.kafka_security import client_conf
 
 log = logging.getLogger(__name__)
-SINGLE_OBJECT_MAGIC = b"\xc3\x01"
-CONFLUENT_MAGIC = b"\x00"
 _REGISTRY_TYPE = "application/vnd.schemaregistry.v1+json"
-
-
-class SchemaPublisher(Protocol):
-    """Publishes an Avro schema for a subject and returns the header of its messages."""
-
-    def header(self, subject: str, schema: Any) -> bytes: ...
 
 
 class RegistryError(RuntimeError):
     """The schema registry refused a schema or could not be reached."""
-
-
-@dataclass(frozen=True)
-class RegistryAccess:
-    """How to reach a registry: the CA of its https certificate (None: the system's CAs)
-    and HTTP Basic credentials (None: none sent); the password already read."""
-
-    ca_file: str | None = None
-    username: str | None = None
-    password: str | None = None
-
-    def __repr__(self) -> str:  # never print the password
-        return f"RegistryAccess(ca_file={self.ca_file!r}, username={self.username!r})"
-
-
-OPEN = RegistryAccess()  # a registry without TLS trust of its own or credentials
-
-
-def schema_fingerprint(schema: Any) -> bytes:
-    """CRC-64-AVRO of the schema's Parsing Canonical Form, 8 bytes little-endian."""
-    canonical = to_parsing_canonical_form(parse_schema(schema))
-    # fastavro gives the fingerprint's bytes in little-endian order, as hex
-    return bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO"))
 
 
 class ConfluentRegistry:
