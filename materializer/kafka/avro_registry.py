@@ -19,8 +19,8 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from materializer.output.avro_wire import (
     CONFLUENT_MAGIC,
@@ -30,6 +30,10 @@ from materializer.output.avro_wire import (
     schema_fingerprint,
 )
 from shared.kafka_security import client_conf
+from shared.reach import Unreachable
+
+if TYPE_CHECKING:
+    from materializer.output.event_settings import EventSettings
 
 log = logging.getLogger(__name__)
 _REGISTRY_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -37,6 +41,23 @@ _REGISTRY_TYPE = "application/vnd.schemaregistry.v1+json"
 
 class RegistryError(RuntimeError):
     """The schema registry refused a schema or could not be reached."""
+
+
+class RegistryUnreachable(RegistryError, Unreachable):
+    """The registry did not answer within a command's start-up wait, or refused us."""
+
+
+def registry_checks(events: EventSettings | None) -> list[Callable[[], None]]:
+    """The schema registry's reach check (for shared.reach.reach_or_exit) when Avro events
+    register their schemas there; none otherwise (None: no events are written)."""
+    if events is None or events.format != "avro" or not events.schema_registry_url:
+        return []
+    url, access = events.schema_registry_url, events.schema_registry
+
+    def check() -> None:
+        ConfluentRegistry(url, access.access()).check()
+
+    return [check]
 
 
 class ConfluentRegistry:
@@ -55,8 +76,9 @@ class ConfluentRegistry:
             self._headers["Authorization"] = "Basic " + base64.b64encode(token).decode()
 
     def check(self, wait_s: float = 15.0) -> None:
-        """RegistryError in one line when the registry does not answer within `wait_s`
-        (tried again meanwhile), or refuses us: a job's start, before Spark."""
+        """RegistryUnreachable (a RegistryError) in one line when the registry does not
+        answer within `wait_s` (tried again meanwhile), or refuses us: a job's start,
+        before Spark."""
         deadline = time.monotonic() + wait_s
         req = urllib.request.Request(f"{self.url}/subjects", headers=self._headers)
         while True:
@@ -68,19 +90,19 @@ class ConfluentRegistry:
                 if exc.code < 500:
                     hint = (" (check events.schema_registry.username and its password)"
                             if exc.code in (401, 403) else "")
-                    raise RegistryError(f"schema registry {self.url} refused us: HTTP "
+                    raise RegistryUnreachable(f"schema registry {self.url} refused us: HTTP "
                                         f"{exc.code} {exc.reason}{hint}") from None
                 failure = f"HTTP {exc.code} {exc.reason}"
             except urllib.error.URLError as exc:
                 failure = str(exc.reason)
                 if isinstance(exc.reason, ssl.SSLError):
-                    raise RegistryError(f"the TLS handshake with the schema registry "
-                                        f"{self.url} failed: {failure}") from None
+                    raise RegistryUnreachable(f"the TLS handshake with the schema registry "
+                                              f"{self.url} failed: {failure}") from None
             except OSError as exc:
                 failure = str(exc)
             if time.monotonic() + 2 > deadline:
-                raise RegistryError(f"schema registry {self.url} did not answer within "
-                                    f"{wait_s:.0f} s: {failure}")
+                raise RegistryUnreachable(f"schema registry {self.url} did not answer within "
+                                          f"{wait_s:.0f} s: {failure}")
             time.sleep(2)
 
     def schema(self, schema_id: int) -> Any:
