@@ -30,9 +30,9 @@ from materializer.output.avro_wire import SINGLE_OBJECT_MAGIC, schema_fingerprin
 from materializer.output.envelope import EnvelopeWriter, dumps
 from materializer.output.event_settings import EventSettings
 from materializer.output.values import MODES, to_connect
-from publisher.snapshot.snapshot import token_ranges
 from shared import codec
 from shared.schema import TableSchema, table_from_json
+from shared.table_scan import token_ranges
 
 
 def _table(pk: list[tuple[str, str]], regular: list[tuple[str, str]] = ()) -> TableSchema:
