@@ -91,7 +91,7 @@ class ConfluentRegistry:
                     hint = (" (check events.schema_registry.username and its password)"
                             if exc.code in (401, 403) else "")
                     raise RegistryUnreachable(f"schema registry {self.url} refused us: HTTP "
-                                        f"{exc.code} {exc.reason}{hint}") from None
+                                              f"{exc.code} {exc.reason}{hint}") from None
                 failure = f"HTTP {exc.code} {exc.reason}"
             except urllib.error.URLError as exc:
                 failure = str(exc.reason)

@@ -28,10 +28,9 @@ DAY_US = 86_400 * 1_000_000
 def row_records(table: TableSchema, row: tuple, now_s: int, now_us: int,
                 source: dict[str, Any], with_static: bool = True
                 ) -> list[tuple[bytes, dict[str, Any]]]:
-    """(partition key bytes, record) pairs for one row of
-    `shared.table_scan.select_statement`: the row as a
-    SNAPSHOT_ROW, preceded (when `with_static`, i.e. for a partition's first row) by its
-    static columns as a STATIC_ROW record."""
+    """(partition key bytes, record) pairs for one row of `shared.table_scan`'s SELECT:
+    the row as a SNAPSHOT_ROW, preceded (when `with_static`, i.e. for a partition's first
+    row) by its static columns as a STATIC_ROW record."""
     values = iter(row)
     pk_parts = [codec.encode_value(c.type, next(values)) for c in table.partition_key]
     ck_values = [next(values) for _ in table.clustering]
