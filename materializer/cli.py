@@ -16,6 +16,7 @@ from materializer.spark.progress import ProgressMetrics
 from materializer.spark.stopping import StopHung, StopRequest
 from shared.cli_config import config_option, load_config, set_option
 from shared.metrics import Registry
+from shared.reach import reach_or_exit
 
 if TYPE_CHECKING:
     from materializer.settings import MaterializerConfig
@@ -56,6 +57,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     started again from its checkpoint (spark.max_restarts, spark.restart_backoff_s);
     a permanent failure (data lost, a checkpoint that does not fit) ends the run.
     """
+    from materializer.kafka.avro_registry import registry_checks
     from materializer.spark import job
     from materializer.spark.checkpoint_files import CheckpointFileError
     from materializer.spark.checkpoint_records import CheckpointRefused
@@ -72,7 +74,8 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     except ValueError as exc:  # ConfigError is one
         raise click.UsageError(str(exc)) from exc
     setup_logging(cfg.log.level, cfg.log.format)
-    reach_or_exit(kafka, events)  # before Spark: one line if Kafka or the registry is not there
+    # before Spark: one line if Kafka or the registry is not there
+    reach_or_exit(kafka, *registry_checks(events))
     try:
         job.raw_partitions(kafka, cfg.kafka.topic_prefix)  # the raw layout, before Spark too
     except job.OldRawLayout as exc:
@@ -144,21 +147,6 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
             job.close_session(spark, archive)
 
 
-def reach_or_exit(kafka: dict[str, str], events: Any) -> None:
-    """A ClickException naming the endpoint and the reason when Kafka or the schema
-    registry (Avro events; None: no registry to check) does not answer."""
-    from materializer.output.avro_registry import ConfluentRegistry, RegistryError
-    from shared.kafka_reach import KafkaUnreachable, cluster_id
-
-    try:
-        cluster_id(kafka)
-        if events is not None and events.format == "avro" and events.schema_registry_url:
-            ConfluentRegistry(events.schema_registry_url,
-                              events.schema_registry.access()).check()
-    except (KafkaUnreachable, RegistryError) as exc:
-        raise click.ClickException(str(exc)) from None
-
-
 def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy,
            stop: StopRequest, quiet: Callable[[], None]) -> str | None:
     """Wait for `query` to end; its error (message with causes), or None when it stopped
@@ -215,7 +203,7 @@ def reshard(partitions: int, partitioner: str, config_file: Path | None,
 
     cfg = _config(config_file, overrides)
     setup_logging(cfg.log.level, cfg.log.format)
-    reach_or_exit(cfg.kafka.client(), None)
+    reach_or_exit(cfg.kafka.client())
     # a checkpoint URI (hdfs://, s3a://) is reached as the job reaches it: through Spark's
     # Hadoop file systems, in a local session with the job's spark.conf
     spark = job.files_session(cfg) if is_uri(cfg.spark.checkpoint) else None

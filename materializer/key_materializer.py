@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from materializer.output.avro_envelope import AvroEnvelopeWriter
-from materializer.output.avro_registry import SchemaPublisher
+from materializer.output.avro_wire import SchemaPublisher
 from materializer.output.envelope import EnvelopeWriter, dumps
 from materializer.output.event_settings import EventSettings
 from materializer.rules.clustering import ClusteringOrder

@@ -8,14 +8,7 @@ from pathlib import Path
 
 import click
 
-from publisher.cli_support import (
-    captured_rules,
-    check_capture,
-    connect,
-    connect_cassandra,
-    kafka_client,
-    load_publisher_config,
-)
+from publisher.cli_support import kafka_client, load_publisher_config
 from publisher.commitlog.errors import CommitLogError
 from publisher.commitlog.schema_source import (
     CassandraSchemaSource,
@@ -24,7 +17,8 @@ from publisher.commitlog.schema_source import (
     read_system_schema,
 )
 from shared.capture import CaptureError
-from shared.cli_config import config_option, set_option
+from shared.cli_config import captured_rules, check_capture, config_option, set_option
+from shared.reach import connect_cassandra, connect_cassandra_at
 
 
 @click.group(name="publisher")
@@ -75,7 +69,7 @@ def dump(segment: Path, schema_file: Path | None, host: str | None, port: int,
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
     else:
-        cluster, session = connect(host or "", port)
+        cluster, session = connect_cassandra_at(host or "", port)
         source = CassandraSchemaSource(session)
     reader = CommitLogReader(source, skip_unknown=skip_unknown)
     count = rows = 0
@@ -107,7 +101,7 @@ def dump(segment: Path, schema_file: Path | None, host: str | None, port: int,
 @click.option("--port", default=9042, show_default=True)
 def schema(host: str, port: int) -> None:
     """Print the node's schema (every table, dropped columns, UDTs) as a JSON schema file."""
-    cluster, session = connect(host, port)
+    cluster, session = connect_cassandra_at(host, port)
     try:
         click.echo(json.dumps(read_system_schema(session), indent=1))
     finally:

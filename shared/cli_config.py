@@ -1,12 +1,17 @@
-"""The config flags every casscade command shares: --config FILE and --set, and loading."""
+"""The config flags every casscade command shares: --config FILE and --set, loading, and
+the capture rules checked against the tables there are."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+if TYPE_CHECKING:
+    from shared.capture import Capture
+    from shared.schema import TableSchema
 
 T = TypeVar("T")
 
@@ -31,3 +36,30 @@ def load_config(model: type[T], config_file: Path | None, overrides: tuple[str, 
         return load(model, config_file, overrides)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def captured_rules(cfg: Any) -> Capture:
+    """The config's capture rules (its salt read now), or a ClickException naming what is
+    wrong with them."""
+    from shared.config import ConfigError
+
+    try:
+        return cfg.capture.rules()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def check_capture(capture: Capture, tables: Iterable[TableSchema]) -> None:
+    """A ClickException for every capture rule that cannot apply to a CDC table there is
+    (a primary key column, a mask on a non-frozen collection)."""
+    from shared.capture import CaptureError
+
+    problems = []
+    for table in tables:
+        if table.cdc and capture.captures(table.keyspace, table.table):
+            try:
+                capture.actions(table)
+            except CaptureError as exc:
+                problems.append(str(exc))
+    if problems:
+        raise click.ClickException("capture: " + "; ".join(sorted(problems)))

@@ -10,13 +10,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.kafka_security import refusal
+from shared.reach import Unreachable
 
 DEFAULT_WAIT_S = 15.0  # librdkafka retries its connections meanwhile
 # librdkafka's FAIL line: "<broker>/<id>: <what failed> (after 0ms in state CONNECT)"
 _FAIL = re.compile(r"\]: (?:\S+/\S+: )?(?P<reason>.*?)(?: \(after \d+ms in state \w+\))?$")
 
 
-class KafkaUnreachable(Exception):
+class KafkaUnreachable(Unreachable):
     """No broker of a client config answered in time (or every one refused us)."""
 
 

@@ -91,16 +91,16 @@ def verify(publisher_config: Path | None, materializer_config: Path | None,
     from casscade.verify.event_decoder import EventDecodeError, EventDecoder, WriterSchemas
     from casscade.verify.table_rows import TableRows
     from casscade.verify.verifier import VerifyOptions, stream_of, verify_table
-    from materializer.cli import reach_or_exit
+    from materializer.kafka.avro_registry import registry_checks
     from materializer.settings import MaterializerConfig
-    from publisher.cli_support import captured_rules, check_capture, connect_cassandra
     from publisher.commitlog.schema_source import read_system_schema
     from publisher.settings import PublisherConfig
-    from publisher.snapshot.snapshot import token_ranges as ring_ranges
     from shared.capture import captured_table
-    from shared.cli_config import load_config
+    from shared.cli_config import captured_rules, check_capture, load_config
     from shared.logs import setup_logging
+    from shared.reach import connect_cassandra, reach_or_exit
     from shared.schema import catalog_from_json
+    from shared.table_scan import token_ranges as ring_ranges
 
     # SIGTERM ends the run as Ctrl-C does: the connections closed, no traceback
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
@@ -116,7 +116,7 @@ def verify(publisher_config: Path | None, materializer_config: Path | None,
         raise click.UsageError(str(exc)) from exc
     ranges, header = _ranges(token_ranges, splits, sample, seed, ring_ranges)
     capture = captured_rules(pub)
-    reach_or_exit(kafka, events)
+    reach_or_exit(kafka, *registry_checks(events))
     cluster, session = connect_cassandra(pub.cassandra)
     try:
         catalog = catalog_from_json(read_system_schema(session)).values()

@@ -16,12 +16,9 @@ from typing import Any
 from fastavro import parse_schema
 
 from casscade.verify.avro_json import avro_as_json
+from materializer.kafka.avro_registry import ConfluentRegistry
 from materializer.output.avro_envelope import decode, schemas_from_topic
-from materializer.output.avro_registry import (
-    CONFLUENT_MAGIC,
-    SINGLE_OBJECT_MAGIC,
-    ConfluentRegistry,
-)
+from materializer.output.avro_wire import CONFLUENT_MAGIC, SINGLE_OBJECT_MAGIC
 from materializer.output.envelope import EnvelopeWriter
 from materializer.output.event_settings import EventSettings
 from shared.kafka_topics import read_to_end

@@ -1,19 +1,18 @@
 """The table's side: each row as `SELECT` shows it, in the events' form, with its newest
 write time.
 
-Rows are read by token range (the snapshot's statement: every column with its WRITETIME),
-paged, at the chosen consistency (ALL by default: every replica's latest write) and at most
-`rate` rows a second, so a scan of a production table stays gentle. A row is rendered as the
-stream renders it: the events' value modes, and the publisher's capture rules (an excluded
-column left out, a masked one hashed or starred from its serialized value).
+Rows are read by token range (`shared.table_scan`, the snapshot's scan: every column with
+its WRITETIME), paged, at the chosen consistency (ALL by default: every replica's latest
+write) and at most `rate` rows a second, so a scan of a production table stays gentle. A
+row is rendered as the stream renders it: the events' value modes, and the publisher's
+capture rules (an excluded column left out, a masked one hashed or starred from its
+serialized value).
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from casscade.verify.compare import TableRow
@@ -21,20 +20,10 @@ from casscade.verify.keys import token_of
 from casscade.verify.stream_images import key_text
 from materializer.output.envelope import dumps
 from materializer.output.values import ValueModes, to_connect
-from publisher.snapshot.rows import select_statement
 from shared import codec
 from shared.capture import EXCLUDE, KEEP, Capture
-from shared.cql import python_row_decoder
 from shared.schema import TableSchema
-
-
-@dataclass
-class ScanProgress:
-    """How far a scan is (for the progress line)."""
-
-    ranges: int
-    ranges_done: int = 0
-    rows: int = 0
+from shared.table_scan import Pacer, ScanProgress, TableScan
 
 
 class TableRows:
@@ -44,47 +33,26 @@ class TableRows:
                  capture: Capture | None = None, consistency: str = "ALL",
                  rate: float = 0.0, skip_static_only: bool = False,
                  fetch_size: int = 1000) -> None:
-        from cassandra import ConsistencyLevel
-
-        self.session = session
         self.table = table
         self.modes = modes
         self.capture = capture
         self.actions = capture.actions(table) if capture is not None else {}
-        self.rate = rate
         self.skip_static_only = skip_static_only and bool(table.clustering)
-        self.statement = session.prepare(select_statement(table))
-        self.statement.consistency_level = ConsistencyLevel.name_to_value[consistency.upper()]
-        self.statement.fetch_size = fetch_size
-        self._started = time.monotonic()
-        self._read = 0
+        self._scan = TableScan(session, table, consistency, fetch_size)
+        # one rate across every scan of this table (the first one and the rechecks)
+        self._pacer = Pacer(rate)
 
     def scan(self, ranges: list[tuple[int, int]], progress: ScanProgress | None = None,
              report: Callable[[ScanProgress], None] = lambda _p: None
              ) -> Iterator[tuple[str, dict[str, Any], TableRow, int]]:
         """(key text, key, row, token) of every row in the (start, end] token `ranges`."""
         progress = progress or ScanProgress(len(ranges))
-        last = 0.0
-        with python_row_decoder(self.session):
-            for start, end in ranges:
-                for row in self.session.execute(self.statement, (start, end)):
-                    self._pace()
-                    progress.rows += 1
-                    item = self._render(tuple(row))
-                    if item is not None:
-                        yield item
-                    if time.monotonic() - last > 1:
-                        report(progress)
-                        last = time.monotonic()
-                progress.ranges_done += 1
+        for _index, rows in self._scan.ranges(ranges, progress, self._pacer, report):
+            for row in rows:
+                item = self._render(row)
+                if item is not None:
+                    yield item
         report(progress)
-
-    def _pace(self) -> None:
-        self._read += 1
-        if self.rate > 0:
-            ahead = self._read / self.rate - (time.monotonic() - self._started)
-            if ahead > 0:
-                time.sleep(ahead)
 
     def _render(self, row: tuple) -> tuple[str, dict[str, Any], TableRow, int] | None:
         values = iter(row)

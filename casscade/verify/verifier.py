@@ -22,9 +22,10 @@ from casscade.verify.compare import EQUAL, PENDING, Report, TableRow, verdict
 from casscade.verify.event_decoder import EventDecoder
 from casscade.verify.keys import json_token
 from casscade.verify.stream_images import StreamImages
-from casscade.verify.table_rows import ScanProgress, TableRows
+from casscade.verify.table_rows import TableRows
 from materializer.output.values import ValueModes
 from shared.schema import TableSchema
+from shared.table_scan import ScanProgress
 from shared.topic_names import event_topic
 
 log = logging.getLogger("casscade.verify")
@@ -86,7 +87,7 @@ def verify_table(stream: StreamImages, rows: TableRows, published: TableSchema,
     scan = ScanProgress(len(options.ranges))
 
     def scanned(p: ScanProgress) -> None:
-        progress(f"{name}: table {p.rows:,} rows, token ranges {p.ranges_done}/{p.ranges}")
+        progress(f"{name}: table {p.rows:,} rows, token ranges {p.ranges_done}/{p.ranges_total}")
 
     for text, _key, row, token in rows.scan(options.ranges, scan, scanned):
         unseen.discard(text)

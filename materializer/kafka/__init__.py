@@ -1,1 +1,2 @@
-"""The materializer's own Kafka clients (the Spark job's source and sink are Spark's)."""
+"""The materializer's own Kafka and schema registry clients (the Spark job's source and
+sink are Spark's)."""

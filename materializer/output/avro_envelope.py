@@ -16,8 +16,8 @@ from typing import Any
 
 from fastavro import parse_schema, schemaless_reader
 
-from materializer.output.avro_registry import CONFLUENT_MAGIC, SINGLE_OBJECT_MAGIC, SchemaPublisher
 from materializer.output.avro_schema import to_avro_schema, value_converter
+from materializer.output.avro_wire import CONFLUENT_MAGIC, SINGLE_OBJECT_MAGIC, SchemaPublisher
 from materializer.output.avro_writer import compile_writer
 from materializer.output.envelope import EnvelopeWriter
 from materializer.output.values import MODES, ValueModes

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from materializer.output.avro_registry import RegistryAccess
+from materializer.output.avro_wire import RegistryAccess
 from materializer.output.values import DECIMAL, MAPS, STRUCTS, VARINT, ValueModes
 from shared import topic_names
 from shared.config import read_secret

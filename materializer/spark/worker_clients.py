@@ -4,8 +4,9 @@ each per client config, and the KeyMaterializer made over them."""
 
 from __future__ import annotations
 
+from materializer.kafka.avro_registry import ConfluentRegistry, SchemaTopic
 from materializer.key_materializer import KeyMaterializer
-from materializer.output.avro_registry import ConfluentRegistry, SchemaPublisher, SchemaTopic
+from materializer.output.avro_wire import SchemaPublisher
 from materializer.output.event_settings import EventSettings
 from materializer.rules.pages import DEFAULT_PAGE_ROWS
 from materializer.spark.schema_cache import SchemaCache

@@ -27,8 +27,9 @@ def ops() -> None:
 def flush(config_file: Path | None, overrides: tuple[str, ...], nodetool: str) -> None:
     """Flush the memtables of every CDC table on the local node (run from cron or the
     systemd timer in deploy/cron/, CDC datacenter only)."""
-    from publisher.cli_support import connect_cassandra, load_publisher_config
+    from publisher.cli_support import load_publisher_config
     from publisher.ops.flush import flush_cdc_tables
+    from shared.reach import connect_cassandra
 
     cfg = load_publisher_config(config_file, overrides)
     cluster, session = connect_cassandra(cfg.cassandra)
@@ -60,8 +61,9 @@ def filler(config_file: Path | None, overrides: tuple[str, ...], rate: float, bl
     Longest segment fill time = commitlog_segment_size / (rate x blob size); e.g. 32 MiB
     segments at 10 writes/s of 100 KiB: about 33 s.
     """
-    from publisher.cli_support import connect_cassandra, load_publisher_config
+    from publisher.cli_support import load_publisher_config
     from publisher.ops.filler import FillerSettings, ensure_filler_table, run_filler
+    from shared.reach import connect_cassandra
 
     cfg = load_publisher_config(config_file, overrides)
     s = FillerSettings(datacenter=datacenter or cfg.node.datacenter,

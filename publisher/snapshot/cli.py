@@ -37,17 +37,13 @@ def snapshot(table_name: str, config_file: Path | None, overrides: tuple[str, ..
     arrive through CDC, so there is no gap. Resumable: finished token ranges are recorded in
     the progress file and skipped by a rerun.
     """
-    from publisher.cli_support import (
-        captured_rules,
-        check_capture,
-        connect_cassandra,
-        kafka_client,
-        load_publisher_config,
-    )
+    from publisher.cli_support import kafka_client, load_publisher_config
     from publisher.commitlog.schema_source import read_system_schema
     from publisher.kafka_sink import KafkaSink
     from publisher.snapshot.snapshot import Snapshot
+    from shared.cli_config import captured_rules, check_capture
     from shared.metrics import Registry
+    from shared.reach import connect_cassandra
     from shared.schema import catalog_from_json
 
     cfg = load_publisher_config(config_file, overrides)

@@ -25,30 +25,12 @@ from shared.schema import ColumnSchema, TableSchema
 DAY_US = 86_400 * 1_000_000
 
 
-def select_statement(table: TableSchema) -> str:
-    """The per-token-range SELECT: every column, WRITETIME and TTL of each non-key one."""
-    key = [c.name for c in (*table.partition_key, *table.clustering)]
-    cols = [c for c in table.columns if c.kind in ("regular", "static")]
-    exprs = [_q(n) for n in key]
-    for c in cols:
-        exprs.append(_q(c.name))
-        if c.type.name != "counter":  # Cassandra refuses WRITETIME/TTL of counters
-            exprs += [f"WRITETIME({_q(c.name)})", f"TTL({_q(c.name)})"]
-    pk = ", ".join(_q(c.name) for c in table.partition_key)
-    return (f"SELECT {', '.join(exprs)} FROM {_q(table.keyspace)}.{_q(table.table)} "
-            f"WHERE token({pk}) > ? AND token({pk}) <= ?")
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def row_records(table: TableSchema, row: tuple, now_s: int, now_us: int,
                 source: dict[str, Any], with_static: bool = True
                 ) -> list[tuple[bytes, dict[str, Any]]]:
-    """(partition key bytes, record) pairs for one row of `select_statement`: the row as a
-    SNAPSHOT_ROW, preceded (when `with_static`, i.e. for a partition's first row) by its
-    static columns as a STATIC_ROW record."""
+    """(partition key bytes, record) pairs for one row of `shared.table_scan`'s SELECT:
+    the row as a SNAPSHOT_ROW, preceded (when `with_static`, i.e. for a partition's first
+    row) by its static columns as a STATIC_ROW record."""
     values = iter(row)
     pk_parts = [codec.encode_value(c.type, next(values)) for c in table.partition_key]
     ck_values = [next(values) for _ in table.clustering]

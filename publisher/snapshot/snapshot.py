@@ -10,54 +10,20 @@ last-write-wins, with no gap between them.
 
 from __future__ import annotations
 
-import itertools
 import json
-import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from publisher.kafka_sink import KafkaSink
-from publisher.snapshot.rows import row_records, select_statement
+from publisher.snapshot.rows import row_records
 from shared import rowupdate, topic_names
 from shared.capture import Capture, captured_record, captured_table
-from shared.cql import python_row_decoder
 from shared.schema import TableSchema
+from shared.table_scan import Pacer, ScanProgress, TableScan, token_ranges
 
-log = logging.getLogger(__name__)
-MIN_TOKEN, MAX_TOKEN = -(2**63), 2**63 - 1
-
-
-def token_ranges(splits: int) -> list[tuple[int, int]]:
-    """`splits` contiguous (start, end] ranges covering the whole Murmur3 ring."""
-    if splits < 1:
-        raise ValueError("splits must be at least 1")
-    width = (MAX_TOKEN - MIN_TOKEN) // splits
-    bounds = [MIN_TOKEN + i * width for i in range(splits)] + [MAX_TOKEN]
-    return list(itertools.pairwise(bounds))
-
-
-@dataclass
-class Progress:
-    """What a snapshot has done so far (for the progress line)."""
-
-    ranges_total: int
-    ranges_done: int = 0
-    rows: int = 0
-    started: float = 0.0
-    resumed_with: int = 0  # ranges already done by an earlier run
-
-    def line(self) -> str:
-        """rows, ranges, rate and ETA in one line."""
-        elapsed = max(time.monotonic() - self.started, 1e-6)
-        rate = self.rows / elapsed
-        left = self.ranges_total - self.ranges_done
-        this_run = self.ranges_done - self.resumed_with
-        eta = (elapsed / this_run * left) if this_run else float("nan")
-        return (f"rows {self.rows:,}  ranges {self.ranges_done}/{self.ranges_total}  "
-                f"{rate:,.0f} rows/s  ETA {eta:,.0f} s")
+SNAPSHOT_FETCH_SIZE = 2000  # rows per page of the scan
 
 
 class Snapshot:
@@ -67,9 +33,6 @@ class Snapshot:
                  state_file: Path, consistency: str = "ALL", splits: int = 64,
                  rate: float = 0.0, host: str = "snapshot", datacenter: str = "",
                  capture: Capture | None = None) -> None:
-        from cassandra import ConsistencyLevel
-
-        self.session = session
         self.table = table
         # what of it is published (shared.capture): the agent's rules, the same schema
         self.capture = capture
@@ -82,9 +45,9 @@ class Snapshot:
         self.ranges = token_ranges(splits)
         self.rate = rate
         self.host, self.datacenter = host, datacenter
-        self.statement = session.prepare(select_statement(table))
-        self.statement.consistency_level = ConsistencyLevel.name_to_value[consistency.upper()]
-        self.statement.fetch_size = 2000
+        # the wait follows a row's produce, so producing is inside the row's share of time
+        self.scan = TableScan(session, table, consistency, SNAPSHOT_FETCH_SIZE,
+                              wait_after_row=True)
 
     def _done(self) -> set[int]:
         if not self.state_file.exists():
@@ -101,14 +64,10 @@ class Snapshot:
                                    "splits": len(self.ranges), "done": sorted(done)}))
         tmp.replace(self.state_file)
 
-    def run(self, report: Callable[[Progress], None] = lambda _p: None) -> Progress:
+    def run(self, report: Callable[[ScanProgress], None] = lambda _p: None) -> ScanProgress:
         """Scan every range not done yet; returns the final progress."""
-        with python_row_decoder(self.session):
-            return self._run(report)
-
-    def _run(self, report: Callable[[Progress], None]) -> Progress:
         done = self._done()
-        progress = Progress(len(self.ranges), len(done), 0, time.monotonic(), len(done))
+        progress = ScanProgress(len(self.ranges), len(done), 0, time.monotonic(), len(done))
         self.sink.ensure_raw_topic()
         self.sink.ensure_schema(self.published)
         failed: list[Any] = []
@@ -117,18 +76,21 @@ class Snapshot:
             if err is not None:
                 failed.append(err)
 
-        last_report = 0.0
-        for index, (start, end) in enumerate(self.ranges):
-            if index in done:
-                continue
+        def reported(p: ScanProgress) -> None:
+            self.sink.poll(0)  # serve the delivery callbacks while the range is read
+            report(p)
+
+        pacer = Pacer(self.rate, progress.started)
+        for index, rows in self.scan.ranges(self.ranges, progress, pacer, reported,
+                                            skip=set(done)):
             now_us = int(time.time() * 1_000_000)
             source = {"host": self.host, "datacenter": self.datacenter,
                       "file": f"snapshot:{self.table.name}", "segment_id": 0,
                       "position": index, "index": 0, "commitlog_version": 0,
                       "messaging_version": 0}
             last_key = None
-            for n, row in enumerate(self.session.execute(self.statement, (start, end))):
-                records = row_records(self.table, tuple(row), now_us // 1_000_000, now_us,
+            for n, row in enumerate(rows):
+                records = row_records(self.table, row, now_us // 1_000_000, now_us,
                                       source | {"index": n}, with_static=True)
                 for key, record in records:
                     if record["kind"] == "STATIC_ROW" and key == last_key:
@@ -139,22 +101,9 @@ class Snapshot:
                     self.sink.produce(self.topic, self.key_head + key, rowupdate.encode(record),
                                       delivered)
                     last_key = key
-                progress.rows += 1
-                self._pace(progress)
-                if time.monotonic() - last_report > 1:
-                    self.sink.poll(0)
-                    report(progress)
-                    last_report = time.monotonic()
             if self.sink.flush(300) or failed:  # the range counts only once acknowledged
                 raise RuntimeError(f"range {index} not acknowledged by Kafka: {failed[:1]}")
             done.add(index)
             self._save(done)
-            progress.ranges_done = len(done)
         report(progress)
         return progress
-
-    def _pace(self, progress: Progress) -> None:
-        if self.rate > 0:
-            ahead = progress.rows / self.rate - (time.monotonic() - progress.started)
-            if ahead > 0:
-                time.sleep(ahead)

@@ -11,7 +11,7 @@ import os
 
 from confluent_kafka import Producer
 
-from materializer.output.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
+from materializer.output.avro_wire import SINGLE_OBJECT_MAGIC, schema_fingerprint
 from shared import rowupdate, topic_names
 from shared.kafka_topics import TopicCreator
 from shared.schema import TableSchema, table_from_json

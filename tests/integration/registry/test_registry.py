@@ -22,7 +22,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from devstack import registry
 from devstack.process import pid_alive, port_in_use
 from devstack.settings import StackSettings, repo_root
-from materializer.output.avro_registry import ConfluentRegistry, RegistryError
+from materializer.kafka.avro_registry import ConfluentRegistry, RegistryError
 
 from support.services import free_port
 

@@ -26,7 +26,8 @@ from confluent_kafka import KafkaException
 from devstack import cassandra, kafka, registry, secure, tls
 from devstack import stack as devstack
 from devstack.settings import StackSettings, repo_root
-from materializer.output.avro_registry import ConfluentRegistry, RegistryAccess, RegistryError
+from materializer.kafka.avro_registry import ConfluentRegistry, RegistryError
+from materializer.output.avro_wire import RegistryAccess
 from publisher.commitlog.schema_source import read_system_schema
 from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import TopicCreator, read_to_end

@@ -26,13 +26,13 @@ from casscade.verify.output import (
 )
 from casscade.verify.verifier import TableResult
 from materializer.output.avro_envelope import AvroEnvelopeWriter
-from materializer.output.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
+from materializer.output.avro_wire import SINGLE_OBJECT_MAGIC, schema_fingerprint
 from materializer.output.envelope import EnvelopeWriter, dumps
 from materializer.output.event_settings import EventSettings
 from materializer.output.values import MODES, to_connect
-from publisher.snapshot.snapshot import token_ranges
 from shared import codec
 from shared.schema import TableSchema, table_from_json
+from shared.table_scan import token_ranges
 
 
 def _table(pk: list[tuple[str, str]], regular: list[tuple[str, str]] = ()) -> TableSchema:

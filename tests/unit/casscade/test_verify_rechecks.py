@@ -13,12 +13,11 @@ from casscade.verify.compare import TableRow
 from casscade.verify.event_decoder import EventDecoder
 from casscade.verify.keys import token_of
 from casscade.verify.stream_images import StreamImages, key_text
-from casscade.verify.table_rows import ScanProgress
 from casscade.verify.verifier import VerifyOptions, verify_table
 from materializer.output.event_settings import EventSettings
 from materializer.output.values import MODES
-from publisher.snapshot.snapshot import token_ranges
 from shared.schema import TableSchema, table_from_json
+from shared.table_scan import ScanProgress, token_ranges
 
 TABLE = table_from_json({"keyspace": "ks", "table": "t", "id": str(uuid.UUID(int=4)),
                          "columns": [

@@ -18,8 +18,8 @@ from fastavro import parse_schema, schemaless_writer
 
 from materializer.key_materializer import KeyMaterializer, RawRecord
 from materializer.output.avro_envelope import decode
-from materializer.output.avro_registry import SINGLE_OBJECT_MAGIC, schema_fingerprint
 from materializer.output.avro_schema import avro_name, to_avro_schema, value_converter
+from materializer.output.avro_wire import SINGLE_OBJECT_MAGIC, schema_fingerprint
 from materializer.output.event_settings import EventSettings
 from shared import codec, rowupdate
 from shared.schema import TableSchema, table_from_json

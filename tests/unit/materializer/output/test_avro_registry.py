@@ -18,7 +18,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from materializer.output.avro_registry import ConfluentRegistry, RegistryAccess, RegistryError
+from materializer.kafka.avro_registry import ConfluentRegistry, RegistryError
+from materializer.output.avro_wire import RegistryAccess
 from materializer.settings import MaterializerConfig
 from shared.config import ConfigError, load, to_dict
 

@@ -13,10 +13,10 @@ from materializer.rules.clustering import ClusteringOrder
 from materializer.rules.image import partition_images
 from materializer.rules.merge import Merger
 from materializer.rules.model import PartitionState
-from publisher.snapshot.rows import row_records, select_statement
-from publisher.snapshot.snapshot import MAX_TOKEN, MIN_TOKEN, token_ranges
+from publisher.snapshot.rows import row_records
 from shared import codec, rowupdate
 from shared.schema import table_from_json
+from shared.table_scan import MAX_TOKEN, MIN_TOKEN, select_statement, token_ranges
 
 from support import rowupdate_reference
 

@@ -1,4 +1,4 @@
-"""Where Avro event schemas are published, and the header each message then starts with.
+"""Where Avro event schemas are published (the headers themselves: `output.avro_wire`).
 
 - `ConfluentRegistry`: a Confluent-compatible schema registry (REST). Subjects follow the
   TopicNameStrategy (`<topic>-key`, `<topic>-value`); messages use the Confluent wire
@@ -19,51 +19,45 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
-
+from materializer.output.avro_wire import (
+    CONFLUENT_MAGIC,
+    OPEN,
+    SINGLE_OBJECT_MAGIC,
+    RegistryAccess,
+    schema_fingerprint,
+)
 from shared.kafka_security import client_conf
+from shared.reach import Unreachable
+
+if TYPE_CHECKING:
+    from materializer.output.event_settings import EventSettings
 
 log = logging.getLogger(__name__)
-SINGLE_OBJECT_MAGIC = b"\xc3\x01"
-CONFLUENT_MAGIC = b"\x00"
 _REGISTRY_TYPE = "application/vnd.schemaregistry.v1+json"
-
-
-class SchemaPublisher(Protocol):
-    """Publishes an Avro schema for a subject and returns the header of its messages."""
-
-    def header(self, subject: str, schema: Any) -> bytes: ...
 
 
 class RegistryError(RuntimeError):
     """The schema registry refused a schema or could not be reached."""
 
 
-@dataclass(frozen=True)
-class RegistryAccess:
-    """How to reach a registry: the CA of its https certificate (None: the system's CAs)
-    and HTTP Basic credentials (None: none sent); the password already read."""
-
-    ca_file: str | None = None
-    username: str | None = None
-    password: str | None = None
-
-    def __repr__(self) -> str:  # never print the password
-        return f"RegistryAccess(ca_file={self.ca_file!r}, username={self.username!r})"
+class RegistryUnreachable(RegistryError, Unreachable):
+    """The registry did not answer within a command's start-up wait, or refused us."""
 
 
-OPEN = RegistryAccess()  # a registry without TLS trust of its own or credentials
+def registry_checks(events: EventSettings | None) -> list[Callable[[], None]]:
+    """The schema registry's reach check (for shared.reach.reach_or_exit) when Avro events
+    register their schemas there; none otherwise (None: no events are written)."""
+    if events is None or events.format != "avro" or not events.schema_registry_url:
+        return []
+    url, access = events.schema_registry_url, events.schema_registry
 
+    def check() -> None:
+        ConfluentRegistry(url, access.access()).check()
 
-def schema_fingerprint(schema: Any) -> bytes:
-    """CRC-64-AVRO of the schema's Parsing Canonical Form, 8 bytes little-endian."""
-    canonical = to_parsing_canonical_form(parse_schema(schema))
-    # fastavro gives the fingerprint's bytes in little-endian order, as hex
-    return bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO"))
+    return [check]
 
 
 class ConfluentRegistry:
@@ -82,8 +76,9 @@ class ConfluentRegistry:
             self._headers["Authorization"] = "Basic " + base64.b64encode(token).decode()
 
     def check(self, wait_s: float = 15.0) -> None:
-        """RegistryError in one line when the registry does not answer within `wait_s`
-        (tried again meanwhile), or refuses us: a job's start, before Spark."""
+        """RegistryUnreachable (a RegistryError) in one line when the registry does not
+        answer within `wait_s` (tried again meanwhile), or refuses us: a job's start,
+        before Spark."""
         deadline = time.monotonic() + wait_s
         req = urllib.request.Request(f"{self.url}/subjects", headers=self._headers)
         while True:
@@ -95,19 +90,19 @@ class ConfluentRegistry:
                 if exc.code < 500:
                     hint = (" (check events.schema_registry.username and its password)"
                             if exc.code in (401, 403) else "")
-                    raise RegistryError(f"schema registry {self.url} refused us: HTTP "
-                                        f"{exc.code} {exc.reason}{hint}") from None
+                    raise RegistryUnreachable(f"schema registry {self.url} refused us: HTTP "
+                                              f"{exc.code} {exc.reason}{hint}") from None
                 failure = f"HTTP {exc.code} {exc.reason}"
             except urllib.error.URLError as exc:
                 failure = str(exc.reason)
                 if isinstance(exc.reason, ssl.SSLError):
-                    raise RegistryError(f"the TLS handshake with the schema registry "
-                                        f"{self.url} failed: {failure}") from None
+                    raise RegistryUnreachable(f"the TLS handshake with the schema registry "
+                                              f"{self.url} failed: {failure}") from None
             except OSError as exc:
                 failure = str(exc)
             if time.monotonic() + 2 > deadline:
-                raise RegistryError(f"schema registry {self.url} did not answer within "
-                                    f"{wait_s:.0f} s: {failure}")
+                raise RegistryUnreachable(f"schema registry {self.url} did not answer within "
+                                          f"{wait_s:.0f} s: {failure}")
             time.sleep(2)
 
     def schema(self, schema_id: int) -> Any:
