@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from pathlib import Path
 
 
 class CheckpointLogError(ValueError):
@@ -18,13 +17,6 @@ def last_batch(names: Iterable[str]) -> int | None:
     names each entry by its batch id), None if there is none."""
     ids = [int(name) for name in names if name.isdigit()]
     return max(ids) if ids else None
-
-
-def last_commit(checkpoint: Path) -> int | None:
-    """The id of the last micro-batch in a local checkpoint's commit log, None if there is
-    none."""
-    commits = checkpoint / "commits"
-    return last_batch(p.name for p in commits.iterdir()) if commits.is_dir() else None
 
 
 def parse_offset_log(text: str) -> tuple[dict[str, str], list[dict | None]]:

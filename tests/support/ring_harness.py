@@ -350,9 +350,10 @@ def job_caught_up(checkpoint: Path, bootstrap: str, topic: str,
     """The job's last committed micro-batch reached the end of every partition of the raw
     topic `topic` (its events are written: a batch commits after its sink); `ends`: these
     offsets by partition instead of the ends now (a topic still being written)."""
-    from materializer.checkpoint_log import last_commit, parse_offset_log
+    from materializer.checkpoint_log import last_batch, parse_offset_log
+    from materializer.spark.checkpoint_files import LocalFiles
 
-    batch = last_commit(checkpoint)
+    batch = last_batch(LocalFiles(checkpoint).names("commits"))
     if batch is None:
         return False
     _conf, sources = parse_offset_log((checkpoint / "offsets" / str(batch)).read_text())

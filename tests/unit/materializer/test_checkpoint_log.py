@@ -11,7 +11,6 @@ import pytest
 from materializer.checkpoint_log import (
     CheckpointLogError,
     last_batch,
-    last_commit,
     parse_offset_log,
 )
 from materializer.spark.checkpoint_files import LocalFiles
@@ -48,8 +47,9 @@ def test_the_offset_log_gives_conf_and_the_source_offset() -> None:
 
 
 def test_the_last_committed_batch_is_found(tmp_path: Path) -> None:
-    assert last_commit(_checkpoint(tmp_path / "c", committed=3, planned=3)) == 3
-    assert last_commit(tmp_path / "nowhere") is None
+    assert last_batch(LocalFiles(_checkpoint(tmp_path / "c", committed=3, planned=3)
+                                 ).names("commits")) == 3
+    assert last_batch(LocalFiles(tmp_path / "nowhere").names("commits")) is None
     # a log's directory as a Hadoop file system lists it: checksum files beside the entries
     assert last_batch(["0", ".0.crc", "9", "10", ".10.crc", "_tmp"]) == 10
     assert last_batch([".0.crc"]) is None
