@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from materializer.restarts import RestartPolicy, permanent_reason, short_reason
 from materializer.spark.progress import ProgressMetrics
 from materializer.spark.stopping import StopHung, StopRequest
 from shared.cli_config import config_option, load_config, set_option
@@ -57,10 +55,12 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     started again from its checkpoint (spark.max_restarts, spark.restart_backoff_s);
     a permanent failure (data lost, a checkpoint that does not fit) ends the run.
     """
+    from materializer.checkpoint.files import CheckpointFileError
+    from materializer.checkpoint.records import CheckpointRefused
     from materializer.kafka.avro_registry import registry_checks
+    from materializer.kafka.start_topics import OldRawLayout, raw_partitions
     from materializer.spark import job
-    from materializer.spark.checkpoint_files import CheckpointFileError
-    from materializer.spark.checkpoint_records import CheckpointRefused
+    from materializer.spark.query_runner import QueryFailed, run_query
     from shared.config import to_dict
     from shared.logs import setup_logging
 
@@ -77,8 +77,8 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     # before Spark: one line if Kafka or the registry is not there
     reach_or_exit(kafka, *registry_checks(events))
     try:
-        job.raw_partitions(kafka, cfg.kafka.topic_prefix)  # the raw layout, before Spark too
-    except job.OldRawLayout as exc:
+        raw_partitions(kafka, cfg.kafka.topic_prefix)  # the raw layout, before Spark too
+    except OldRawLayout as exc:
         raise click.ClickException(str(exc)) from None
     progress = ProgressMetrics(Registry())
     running: list[Any] = []  # the query, once started (for /health)
@@ -90,44 +90,10 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     spark, archive = job.open_session(cfg, available_now=available_now)
     stop.install()  # PySpark's SparkContext installs a SIGINT handler of its own
     spark.sparkContext.setLogLevel("WARN")
-    policy = RestartPolicy(cfg.spark.max_restarts, cfg.spark.restart_backoff_s)
-    restarts = progress.registry.counter(
-        "casscade_materializer_query_restarts_total",
-        "Failed queries started again from the checkpoint, by the failure's exception class",
-        ("reason",))
     try:
-        while not stop.requested:
-            try:
-                running.append(job.start(spark, cfg, available_now=available_now))
-            except (CheckpointRefused, job.OldRawLayout) as exc:
-                raise click.ClickException(str(exc)) from exc
-            except CheckpointFileError as exc:
-                # at the first start: a checkpoint this job cannot reach, read or write (a
-                # wrong URI, permissions) is refused at once; at a restart it is the file
-                # system away for a while (a NameNode restarting), which the restart
-                # policy rides out like any transient failure
-                if not running:
-                    raise click.ClickException(str(exc)) from exc
-                error: str | None = str(exc)
-            else:
-                log.info("query started; its first micro-batch also starts the Python "
-                         "workers", extra={"checkpoint": str(cfg.spark.checkpoint)})
-                error = _await(running[-1], progress, policy, stop,
-                               lambda: spark.sparkContext.setLogLevel("ERROR"))
-                if error is None or stop.requested:
-                    return
-            delay = policy.next_delay(error)
-            if delay is None:
-                why = permanent_reason(error) or f"{policy.failures} restarts in a row failed"
-                raise click.ClickException(f"materializer query failed ({why}): {error}")
-            restarts.inc(1, short_reason(error))
-            log.warning("materializer query failed; starting it again from its checkpoint",
-                        extra={"error": error[:2000], "restart_in_s": delay,
-                               "attempt": policy.failures, "max_restarts": policy.max_restarts,
-                               "checkpoint": str(cfg.spark.checkpoint)})
-            deadline = time.monotonic() + delay
-            while time.monotonic() < deadline and not stop.requested:
-                time.sleep(0.2)
+        run_query(spark, cfg, progress, stop, running, available_now)
+    except (CheckpointRefused, OldRawLayout, CheckpointFileError, QueryFailed) as exc:
+        raise click.ClickException(str(exc)) from exc
     except StopHung as exc:
         log.error(f"{exc}; killing the driver JVM (the micro-batch it ran runs again at the "
                   "next start)")
@@ -145,33 +111,6 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         if not stop.hung:
             stop.finish()
             job.close_session(spark, archive)
-
-
-def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy,
-           stop: StopRequest, quiet: Callable[[], None]) -> str | None:
-    """Wait for `query` to end; its error (message with causes), or None when it stopped
-    (`quiet`: turns Spark's log down before a requested stop)."""
-    from pyspark.errors import StreamingQueryException
-
-    batches = progress.batches.get()
-    try:
-        # wake every second to hand Spark's new progress reports to /metrics and to stop
-        # between micro-batches when asked
-        while not query.awaitTermination(0.05 if stop.requested else 1):
-            stop.stop_between_batches(query, quiet)
-            progress.observe_new(query.recentProgress)
-            if progress.batches.get() > batches:
-                if not batches:
-                    log.info("first micro-batch done", extra={
-                        "raw_records": int(progress.input_rows.get()),
-                        "batch_ms": int(progress.batch_ms.get())})
-                batches = progress.batches.get()
-                policy.progressed()
-    except StreamingQueryException as exc:  # raised here when the query failed
-        return str(exc)
-    progress.observe_new(query.recentProgress)
-    error = query.exception()
-    return None if error is None else str(error)
 
 
 @materializer.command()
@@ -194,11 +133,11 @@ def reshard(partitions: int, partitioner: str, config_file: Path | None,
     start the publishers and the job. Prints a JSON summary, with the old changelog topic
     to delete.
     """
-    from materializer.spark import checkpoint_files, job
-    from materializer.spark.checkpoint_files import CheckpointFileError, is_uri
-    from materializer.spark.job import OldRawLayout
-    from materializer.spark.partition_reshard import ReshardRefused
-    from materializer.spark.partition_reshard import reshard as reshard_stores
+    from materializer.checkpoint.files import CheckpointFileError, is_uri
+    from materializer.kafka.start_topics import OldRawLayout
+    from materializer.reshard import ReshardRefused
+    from materializer.reshard import reshard as reshard_stores
+    from materializer.spark import hadoop_files, job
     from shared.logs import setup_logging
 
     cfg = _config(config_file, overrides)
@@ -209,7 +148,7 @@ def reshard(partitions: int, partitioner: str, config_file: Path | None,
     spark = job.files_session(cfg) if is_uri(cfg.spark.checkpoint) else None
     try:
         report = reshard_stores(cfg.kafka.client(), cfg.kafka.topic_prefix,
-                                checkpoint_files.files(spark, cfg.spark.checkpoint), partitions,
+                                hadoop_files.files(spark, cfg.spark.checkpoint), partitions,
                                 partitioner, cfg.events.replication_factor)
     except (ReshardRefused, OldRawLayout, CheckpointFileError) as exc:
         raise click.ClickException(f"reshard refused: {exc}") from exc

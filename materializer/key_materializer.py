@@ -2,9 +2,9 @@
 
 The seam between the engine and the rules. Below it, `materializer.rules` (what a change
 is) and `materializer.output` (how an event is written) know nothing of Spark; above it,
-`materializer.spark.partition_job` is a thin adapter that only moves bytes: it reads a
-key's state blob and pages from its partition store, hands them here with the key's raw
-records, and writes back what comes out. The seam sits at bytes in, bytes out because
+a task's merge (`materializer.task.merge_loop`, which Spark runs) only moves bytes: it
+reads a key's state blob and pages from its partition store, hands them here with the
+key's raw records, and writes back what comes out. The seam sits at bytes in, bytes out because
 that is what a store holds and what Kafka takes, so another engine (or a test, or a
 benchmark) can drive the same code without a JVM.
 """
@@ -39,7 +39,7 @@ PageSource = Callable[[list[int]], list[bytes | None]]
 
 
 class Schemas(Protocol):
-    """Resolves a RowUpdate's schema hash (materializer.spark.schema_cache.SchemaCache)."""
+    """Resolves a RowUpdate's schema hash (materializer.kafka.schema_cache.SchemaCache)."""
 
     def get(self, schema_hash: str) -> TableSchema: ...
 

@@ -93,13 +93,13 @@ def verify(publisher_config: Path | None, materializer_config: Path | None,
     from casscade.verify.verifier import VerifyOptions, stream_of, verify_table
     from materializer.kafka.avro_registry import registry_checks
     from materializer.settings import MaterializerConfig
-    from publisher.commitlog.schema_source import read_system_schema
     from publisher.settings import PublisherConfig
     from shared.capture import captured_table
     from shared.cli_config import captured_rules, check_capture, load_config
     from shared.logs import setup_logging
     from shared.reach import connect_cassandra, reach_or_exit
     from shared.schema import catalog_from_json
+    from shared.system_schema import read_system_schema
     from shared.table_scan import token_ranges as ring_ranges
 
     # SIGTERM ends the run as Ctrl-C does: the connections closed, no traceback

@@ -12,20 +12,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from materializer.checkpoint import records
+from materializer.checkpoint.files import is_uri
 from materializer.kafka.changelog import ChangelogJob
+from materializer.kafka.start_topics import create_event_topics, raw_partitions
 from materializer.output.event_settings import EventSettings
 from materializer.settings import MaterializerConfig, SparkSettings
-from materializer.spark import (
-    checkpoint_files,
-    checkpoint_records,
-    class_archive,
-    partition_job,
-    pyspark_internals,
-)
+from materializer.spark import class_archive, hadoop_files, partition_job, pyspark_internals
 from materializer.store.layout import state_root
 from shared import topic_names
 from shared.kafka_reach import cluster_id
-from shared.kafka_topics import TopicCreator, read_to_end
 from shared.pids import pid_alive
 
 if TYPE_CHECKING:
@@ -51,10 +47,6 @@ PARTITION_LOCALITY_WAIT = "10s"
 # 500 ms of every micro-batch: 23 s instead of 3.6 s for a batch of 160,000 copies on
 # local[2] (bench_many_tables, Spark's own source -> sink).
 FETCH_MAX_WAIT_MS = "10"
-
-
-class OldRawLayout(Exception):
-    """Kafka holds raw topics of the per-table layout, which this casscade does not read."""
 
 
 def event_settings(cfg: MaterializerConfig) -> EventSettings:
@@ -203,69 +195,9 @@ def start(spark: SparkSession, cfg: MaterializerConfig,
     """Start the query; `available_now` processes what is in Kafka now, then stops."""
     k = cfg.kafka
     raw = raw_partitions(k.client(), k.topic_prefix)
-    made = frozenset(create_event_topics(cfg))
+    made = frozenset(create_event_topics(k.client(), k.topic_prefix, cfg.events.partitions,
+                                         cfg.events.replication_factor))
     return write_events(_events(spark, cfg, raw, made), cfg, available_now)
-
-
-def raw_partitions(kafka: dict[str, str], prefix: str) -> dict[str, int]:
-    """{the raw topic: its partition count}, empty while it does not exist; OldRawLayout if
-    Kafka holds raw topics of the per-table layout under `prefix`."""
-    from confluent_kafka.admin import AdminClient
-
-    topics = AdminClient(kafka).list_topics(timeout=30).topics
-    old = topic_names.per_table_raw_topics(prefix, set(topics))
-    if old:
-        raise OldRawLayout(
-            f"Kafka holds {len(old)} raw topics of the per-table layout of an earlier "
-            f"casscade ({topic_names.first_and_more(old)}), which this one does not "
-            f"read: delete them once nothing needs them, or give this job another "
-            f"kafka.topic_prefix (docs/operations.md \"One raw topic\")")
-    raw = topics.get(topic_names.raw_topic(prefix))
-    return {} if raw is None or raw.error is not None else {raw.topic: len(raw.partitions)}
-
-
-def known_tables(kafka: dict[str, str], prefix: str, wait_s: float = 60.0
-                 ) -> list[tuple[str, str]]:
-    """(keyspace, table) of every table the schema topic names (none while it does not
-    exist). A broker that does not serve the topic yet (one just restarted: the query's
-    restart follows it) is asked again for up to `wait_s`; then none, with a warning: the
-    workers make each table's event topic when they meet it."""
-    import json
-    import time
-
-    from confluent_kafka import KafkaException
-
-    deadline = time.monotonic() + wait_s
-    while True:
-        tables = set()
-        try:
-            for msg in read_to_end(kafka, topic_names.schema_topic(prefix)):
-                with contextlib.suppress(ValueError, KeyError, TypeError):
-                    body = json.loads(msg.value())
-                    tables.add((str(body["keyspace"]), str(body["table"])))
-            return sorted(tables)
-        except KafkaException as exc:
-            if "not found" in str(exc):
-                return []
-            if time.monotonic() >= deadline:
-                log.warning("the schema topic could not be read; event topics are made as "
-                            "their tables are met", extra={"error": str(exc)})
-                return []
-            time.sleep(1)
-
-
-def create_event_topics(cfg: MaterializerConfig) -> list[str]:
-    """Create the event topic of every table the schema topic names now, in one request,
-    and wait until each takes writes (`TopicCreator.wait_writable`): a start with a backlog
-    over many tables otherwise made them in its first micro-batch, beside the Kafka sink's
-    first writes to them. Tables that appear later get theirs from the worker that first
-    meets them. The event topics' names."""
-    k = cfg.kafka
-    topics = [topic_names.event_topic(k.topic_prefix, ks, t)
-              for ks, t in known_tables(k.client(), k.topic_prefix)]
-    TopicCreator(k.client(), cfg.events.partitions,
-                 cfg.events.replication_factor).ensure_many(topics)
-    return topics
 
 
 def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[str, int],
@@ -274,11 +206,11 @@ def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[s
     `raw_partitions`: the raw topic's partition count now ({} while it does not exist);
     `made`: the event topics made at start."""
     k = cfg.kafka
-    files = checkpoint_files.files(spark, cfg.spark.checkpoint)
-    checkpoint_records.check_start(files, files.exists("commits/0"), raw_partitions,
+    files = hadoop_files.files(spark, cfg.spark.checkpoint)
+    records.check_start(files, files.exists("commits/0"), raw_partitions,
                                    k.topic_prefix)
-    checkpoint_records.check_owner(files, cluster_id(k.client()), k.topic_prefix)
-    changelog = ChangelogJob(k.client(), k.topic_prefix, checkpoint_records.job_id(files),
+    records.check_owner(files, cluster_id(k.client()), k.topic_prefix)
+    changelog = ChangelogJob(k.client(), k.topic_prefix, records.job_id(files),
                              cfg.events.replication_factor,
                              transactional=cfg.events.exactly_once, producer=k.producer)
     # made now, as the event topics were (`made`: that, for the workers); a raw topic made
@@ -289,7 +221,7 @@ def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[s
     # a local master's stores stay beside a local checkpoint (on the driver's disk, which
     # its executors share); a cluster's executors keep them in their own work directories
     local = (spark.sparkContext.master.startswith("local")
-             and not checkpoint_files.is_uri(cfg.spark.checkpoint))
+             and not is_uri(cfg.spark.checkpoint))
     root = state_root(Path(cfg.spark.checkpoint)) if local else None
     return partition_job.events(
         read_raw(spark, cfg), root, k.client(), k.topic_prefix, event_settings(cfg),

@@ -3,8 +3,8 @@
 The driver feeds every new `StreamingQueryProgress` (its JSON form) to `ProgressMetrics`;
 `/metrics` then shows throughput, batch time, the partition stores, the Kafka lag of the
 raw topic, each table's freshness, each publisher's last heartbeat and the state freed by
-dropped tables. The tasks count the last three in a `TaskStats` each, which reach the
-driver in the observed metrics.
+dropped tables. The tasks count the last three in a `TaskStats` each
+(`materializer.task.task_stats`), which reach the driver in the observed metrics.
 """
 
 from __future__ import annotations
@@ -14,50 +14,12 @@ import logging
 import time
 from typing import Any
 
-from shared.metrics import Registry, bucket_of
+from materializer.task.task_stats import FRESHNESS_BUCKETS_S
+from shared.metrics import Registry
 
 log = logging.getLogger(__name__)
 _P = "casscade_materializer_"
 PARTITION_METRICS = "partition_state"  # materializer.spark.partition_job's observe() name
-# write time -> event written, in seconds: a second or two is healthy, minutes are not
-FRESHNESS_BUCKETS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-
-
-class TaskStats:
-    """What one task saw: its events' freshness per table, its publishers' heartbeats, the
-    entries it freed of dropped tables and their late records it left out."""
-
-    def __init__(self) -> None:
-        self.fresh: dict[str, list[float]] = {}  # table → counts per bucket (+Inf), then sum
-        self.beats: dict[str, int] = {}  # publisher host → its newest heartbeat's clock (ms)
-        self.dropped: dict[str, int] = {}  # dropped table → store entries freed
-        self.late = 0  # records of tables dropped in an earlier batch, not merged
-
-    def event(self, table: str, age_s: float) -> None:
-        """An event of `table` written `age_s` after its change's write time."""
-        counts = self.fresh.get(table)
-        if counts is None:
-            counts = self.fresh[table] = [0.0] * (len(FRESHNESS_BUCKETS_S) + 2)
-        counts[bucket_of(FRESHNESS_BUCKETS_S, age_s)] += 1
-        counts[-1] += age_s
-
-    def heartbeat(self, host: str, at_ms: int) -> None:
-        """A heartbeat from `host`, sent at its clock's `at_ms`."""
-        if at_ms > self.beats.get(host, 0):
-            self.beats[host] = at_ms
-
-    def drop(self, table: str, entries: int) -> None:
-        """`table` was dropped: `entries` of its store entries freed in this task."""
-        self.dropped[table] = self.dropped.get(table, 0) + entries
-
-    def to_json(self) -> str | None:
-        """The task's stats for the observed metrics (None: nothing seen)."""
-        if not self.fresh and not self.beats and not self.dropped and not self.late:
-            return None
-        body: dict[str, Any] = {"fresh": self.fresh, "beats": self.beats}
-        if self.dropped or self.late:
-            body |= {"dropped": self.dropped, "late": self.late}
-        return json.dumps(body, separators=(",", ":"))
 
 
 class ProgressMetrics:

@@ -2,7 +2,7 @@
 
 - The driver JVM's Hadoop file systems (`SparkContext._jvm`, `SparkContext._jsc`): the job
   reads and writes its records in the checkpoint through them, resolved as Spark resolves
-  the checkpoint (`materializer.spark.checkpoint_files`).
+  the checkpoint (`materializer.spark.hadoop_files`).
 - The driver JVM's process (`SparkContext._gateway.proc`): a run that writes the class
   archive closes the JVM's stdin and waits for it to exit
   (`materializer.spark.class_archive`).

@@ -38,13 +38,13 @@ def snapshot(table_name: str, config_file: Path | None, overrides: tuple[str, ..
     the progress file and skipped by a rerun.
     """
     from publisher.cli_support import kafka_client, load_publisher_config
-    from publisher.commitlog.schema_source import read_system_schema
     from publisher.kafka_sink import KafkaSink
     from publisher.snapshot.snapshot import Snapshot
     from shared.cli_config import captured_rules, check_capture
     from shared.metrics import Registry
     from shared.reach import connect_cassandra
     from shared.schema import catalog_from_json
+    from shared.system_schema import read_system_schema
 
     cfg = load_publisher_config(config_file, overrides)
     if "." not in table_name:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cassandra.concurrent import execute_concurrent_with_args
 
-from publisher.commitlog.schema_source import read_system_schema
+from shared.system_schema import read_system_schema
 
 from support.reference import cdc_offsets, settled_offsets
 from support.services import wait_for_quiet_node

@@ -1,5 +1,5 @@
 """Where a logical change's Python time goes in the job's partition stores, in process (no
-Spark, no Kafka): the task function's own merge (`partition_job.merge`) over bench_rf3's
+Spark, no Kafka): the task function's own merge (`merge_loop.merge`) over bench_rf3's
 input (rf3_copies: raw keys, table id then partition key, as in the raw topic), each change
 three times with different `source` blocks, shuffled, as Arrow batches of 10,000 rows
 (Spark's default spark.sql.execution.arrow.maxRecordsPerBatch), one micro-batch of
@@ -35,8 +35,9 @@ from materializer.output.envelope import EnvelopeWriter
 from materializer.output.event_settings import EventSettings
 from materializer.rules import model
 from materializer.rules.events import ChangeDetector
-from materializer.spark import partition_job
 from materializer.store.partition_store import PartitionStore
+from materializer.task import merge_loop
+from materializer.task.task_stores import TaskStores
 from shared import rowupdate_reader, topic_names
 
 CHANGES = int(os.environ.get("PARTITION_CHANGES", "120000"))
@@ -117,8 +118,8 @@ def _instrument(clock: PhaseClock, monkeypatch: Any) -> None:
                                                             handler_module.store))
     monkeypatch.setattr(model.PartitionState, "loads", classmethod(clock.wrap(
         "state (de)serialise", model.PartitionState.loads.__func__)))
-    monkeypatch.setattr(partition_job, "_batch", clock.wrap("output arrow batch",
-                                                            partition_job._batch))
+    monkeypatch.setattr(merge_loop, "_batch", clock.wrap("output arrow batch",
+                                                            merge_loop._batch))
 
 
 def test_bench_partition_merge_breakdown(tmp_path: Path, monkeypatch: Any) -> None:
@@ -157,9 +158,9 @@ def _run(micro: list[list[pa.RecordBatch]], root: Path, handler: KeyMaterializer
     events = 0
     start = time.process_time()
     for batch_id, batches in enumerate(micro):
-        stores = partition_job.TaskStores(root, batch_id, 120_000, 1_800_000_000_000)
+        stores = TaskStores(root, batch_id, 120_000, 1_800_000_000_000)
         try:
-            out = partition_job.merge(iter([wrap(b) for b in batches]), stores, handler,
+            out = merge_loop.merge(iter([wrap(b) for b in batches]), stores, handler,
                                       1_800_000_000_000)
             events += sum(b.num_rows for b in out) - 1  # less the counts row
         finally:

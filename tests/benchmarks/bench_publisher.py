@@ -23,13 +23,14 @@ from confluent_kafka import Consumer
 from devstack.cassandra import cql_cluster
 from publisher.agent.agent import Agent, tune_gc
 from publisher.agent.offset_store import OffsetStore
-from publisher.commitlog.schema_source import FileSchemaSource, read_system_schema
+from publisher.commitlog.schema_source import FileSchemaSource
 from publisher.kafka_sink import KafkaSink
 from publisher.settings import PublisherConfig
 from shared import topic_names
 from shared.heartbeat import is_heartbeat
 from shared.metrics import Registry
 from shared.schema import catalog_from_json
+from shared.system_schema import read_system_schema
 
 from support import rowupdate_reference
 from support.publisher_harness import (

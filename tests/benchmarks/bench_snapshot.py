@@ -9,11 +9,11 @@ import uuid
 
 from cassandra.concurrent import execute_concurrent_with_args
 
-from publisher.commitlog.schema_source import read_system_schema
 from publisher.kafka_sink import KafkaSink
 from publisher.snapshot.snapshot import Snapshot
 from shared.metrics import Registry
 from shared.schema import catalog_from_json
+from shared.system_schema import read_system_schema
 
 ROWS = int(os.environ.get("BENCH_ROWS", "100000"))
 

@@ -19,10 +19,10 @@ from typing import Any
 from publisher.agent.cdc_index import read_cdc_index
 from publisher.commitlog.model import Cell, PartitionUpdate, RangeTombstoneMarker
 from publisher.commitlog.reader import CommitLogReader
-from publisher.commitlog.schema_source import read_system_schema
 from shared import codec
 from shared.jsonvalues import to_json_value
 from shared.schema import TableSchema
+from shared.system_schema import read_system_schema
 
 MIN = -(1 << 63)
 

@@ -135,8 +135,8 @@ def keyspace_tables(truth: Any, ks: str, only: Sequence[str] | None = None
                     ) -> dict[str, TableSchema]:
     """The schemas of keyspace `ks`'s tables as the ring has them, by table name (`only`:
     those tables)."""
-    from publisher.commitlog.schema_source import read_system_schema
     from shared.schema import catalog_from_json
+    from shared.system_schema import read_system_schema
 
     return {t.table: t for t in catalog_from_json(read_system_schema(truth)).values()
             if t.keyspace == ks and (only is None or t.table in only)}
@@ -350,8 +350,8 @@ def job_caught_up(checkpoint: Path, bootstrap: str, topic: str,
     """The job's last committed micro-batch reached the end of every partition of the raw
     topic `topic` (its events are written: a batch commits after its sink); `ends`: these
     offsets by partition instead of the ends now (a topic still being written)."""
-    from materializer.checkpoint_log import last_batch, parse_offset_log
-    from materializer.spark.checkpoint_files import LocalFiles
+    from materializer.checkpoint.files import LocalFiles
+    from materializer.checkpoint.records import last_batch, parse_offset_log
 
     batch = last_batch(LocalFiles(checkpoint).names("commits"))
     if batch is None:
@@ -432,7 +432,7 @@ def committed_batches(bootstrap: str, prefix: str, checkpoint: Path) -> dict[int
 def batch_partitions(checkpoint: Path, batch: int) -> set[int]:
     """The raw partitions whose offsets advanced in micro-batch `batch` (from the offset
     log: those its tasks read records of)."""
-    from materializer.checkpoint_log import parse_offset_log
+    from materializer.checkpoint.records import parse_offset_log
 
     def offsets(b: int) -> dict[int, int]:
         path = checkpoint / "offsets" / str(b)

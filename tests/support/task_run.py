@@ -1,5 +1,5 @@
 """One task of the job's partition merge in process (no Spark): raw records in, the rows
-mapInArrow would hand back out (materializer.spark.partition_job.merge, real RocksDB stores)."""
+mapInArrow would hand back out (materializer.task.merge_loop.merge, real RocksDB stores)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pyarrow as pa
 
 from materializer.key_materializer import KeyMaterializer, Schemas
 from materializer.output.event_settings import EventSettings
-from materializer.spark.partition_job import merge
-from materializer.spark.task_stores import TaskStores
+from materializer.task.merge_loop import merge
+from materializer.task.task_stores import TaskStores
 
 
 def run_task(root: Path, batch: int, now_ms: int, rows: list[tuple[bytes, bytes]],

@@ -32,10 +32,10 @@ from psycopg.types.string import TextLoader
 from devstack import connect, postgres, registry
 from devstack.settings import StackSettings, repo_root
 from materializer.output.values import ValueModes, to_connect
-from publisher.commitlog.schema_source import read_system_schema
 from shared.cqltype import CqlType
 from shared.kafka_topics import read_to_end
 from shared.schema import TableSchema, catalog_from_json
+from shared.system_schema import read_system_schema
 
 from support.materializer_harness import (
     final_rows,

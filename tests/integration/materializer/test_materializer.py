@@ -28,9 +28,9 @@ from devstack.settings import StackSettings, repo_root
 from materializer.output.avro_envelope import decode, schemas_from_topic
 from materializer.output.envelope import EnvelopeWriter
 from materializer.store.layout import STATE_DIR
-from publisher.commitlog.schema_source import read_system_schema
 from shared.kafka_topics import read_to_end
 from shared.schema import catalog_from_json
+from shared.system_schema import read_system_schema
 from shared.topic_names import changelog_topic, raw_topic
 
 from support.materializer_harness import (

@@ -16,8 +16,8 @@ from collections import Counter
 import pytest
 from cassandra.concurrent import execute_concurrent_with_args
 
-from publisher.commitlog.schema_source import read_system_schema
 from shared.schema import catalog_from_json
+from shared.system_schema import read_system_schema
 
 from support.materializer_harness import (
     final_rows,

@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 
-from publisher.commitlog.schema_source import read_system_schema
 from shared.kafka_topics import read_to_end
 from shared.schema import TableSchema, catalog_from_json
+from shared.system_schema import read_system_schema
 
 from support.materializer_harness import (
     canonical,

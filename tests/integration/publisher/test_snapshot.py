@@ -14,8 +14,8 @@ from collections import defaultdict
 import pytest
 
 from devstack.settings import repo_root
-from publisher.commitlog.schema_source import read_system_schema
 from shared.schema import catalog_from_json
+from shared.system_schema import read_system_schema
 
 from support.materializer_harness import (
     canonical,

@@ -28,11 +28,11 @@ from devstack import stack as devstack
 from devstack.settings import StackSettings, repo_root
 from materializer.kafka.avro_registry import ConfluentRegistry, RegistryError
 from materializer.output.avro_wire import RegistryAccess
-from publisher.commitlog.schema_source import read_system_schema
 from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import TopicCreator, read_to_end
 from shared.rowupdate_reader import read_row_update
 from shared.schema import catalog_from_json
+from shared.system_schema import read_system_schema
 from shared.topic_names import raw_topic
 
 from support.materializer_harness import (

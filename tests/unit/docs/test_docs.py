@@ -86,3 +86,16 @@ def test_the_codes_references_to_the_architecture_name_its_headings() -> None:
              for p in (ROOT / package).rglob("*.py")
              if re.search(r"design §|spark-notes|\.\./shared/docs", p.read_text())]
     assert not stale, f"references to documents outside the repository: {stale}"
+
+
+def test_the_package_map_names_every_package_and_only_packages_that_exist() -> None:
+    """docs/development.md's map of the packages: a row for every runtime package (a
+    directory with an __init__.py), and no row for one that is gone."""
+    text = (ROOT / "docs" / "development.md").read_text()
+    mapped = set(re.findall(r"^\| `([\w.]+)` \|", text, re.M))
+    runtime = {".".join(init.parent.relative_to(ROOT).parts)
+               for top in ("casscade", "publisher", "materializer", "shared")
+               for init in (ROOT / top).rglob("__init__.py")}
+    assert runtime - mapped == set(), "packages the map leaves out"
+    assert (ROOT / "deploy" / "local" / "devstack" / "__init__.py").is_file()
+    assert mapped - runtime == {"devstack"}, "rows for packages that do not exist"

@@ -5,11 +5,11 @@ each per client config, and the KeyMaterializer made over them."""
 from __future__ import annotations
 
 from materializer.kafka.avro_registry import ConfluentRegistry, SchemaTopic
+from materializer.kafka.schema_cache import SchemaCache
 from materializer.key_materializer import KeyMaterializer
 from materializer.output.avro_wire import SchemaPublisher
 from materializer.output.event_settings import EventSettings
 from materializer.rules.pages import DEFAULT_PAGE_ROWS
-from materializer.spark.schema_cache import SchemaCache
 from shared import topic_names
 from shared.kafka_topics import TopicCreator
 

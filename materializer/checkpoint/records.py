@@ -1,20 +1,28 @@
-"""What a checkpoint records about its job, and the checks a start makes against it: the
+"""Every record the job reads in its checkpoint, in one place (no Spark).
+
+casscade's own, beside Spark's files, and the checks a start makes against them: the
 partition stores' job id, the raw topic's partition count, and whose job it is (the Kafka
-cluster and topic prefix it reads)."""
+cluster and topic prefix it reads). Spark's own, read by `casscade materializer reshard`
+and the tests while the job is stopped: which micro-batch it last committed, and the Kafka
+offsets that batch ended at (its commit and offset logs).
+"""
 
 from __future__ import annotations
 
+import json
+import re
+import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from materializer.store.layout import STATE_DIR
 from shared import topic_names
 
 if TYPE_CHECKING:
-    from materializer.spark.checkpoint_files import Files
+    from materializer.checkpoint.files import Files
 
+# casscade's records
 OWNER_RECORD = f"{STATE_DIR}/owner.json"  # the Kafka cluster id and topic prefix it reads
-
-
 CHANGELOG_RECORD = f"{STATE_DIR}/changelog.json"  # the stores' job id
 PARTITIONS_RECORD = f"{STATE_DIR}/partitions.json"  # the raw topic's partition count
 
@@ -22,9 +30,6 @@ PARTITIONS_RECORD = f"{STATE_DIR}/partitions.json"  # the raw topic's partition 
 def job_id(files: Files) -> str:
     """The id of a checkpoint's partition stores, in their changelog topics' names: made
     the first time the checkpoint runs, then read back."""
-    import json
-    import uuid
-
     text = files.read_text(CHANGELOG_RECORD)
     if text is not None:
         return str(json.loads(text)["job_id"])
@@ -43,8 +48,6 @@ def check_start(files: Files, started: bool, partitions: dict[str, int], prefix:
     more partitions than when its state was first written (its keys moved). Records the raw
     topic's partition count for the next start (`partitions`: {raw topic: count}, empty
     while it does not exist)."""
-    import json
-
     where = f"checkpoint {files.location}"
     if started and not files.exists(STATE_DIR):
         raise CheckpointRefused(
@@ -75,8 +78,6 @@ def check_start(files: Files, started: bool, partitions: dict[str, int], prefix:
 def check_owner(files: Files, cluster: str | None, prefix: str) -> None:
     """Refuse a checkpoint another job wrote (another Kafka cluster or topic prefix): its
     offsets and stores mean nothing here. Records this job's on its first start."""
-    import json
-
     mine = {"kafka_cluster": cluster, "topic_prefix": prefix}
     text = files.read_text(OWNER_RECORD)
     if text is None:
@@ -90,3 +91,26 @@ def check_owner(files: Files, cluster: str | None, prefix: str) -> None:
             f"{theirs['kafka_cluster']}; this config reads {topic_names.raw_topic(prefix)} on "
             f"Kafka cluster {cluster}: give this job a "
             "spark.checkpoint of its own")
+
+
+# Spark's logs: commits/<batch> once a micro-batch is done, offsets/<batch> when it is planned
+class CheckpointLogError(ValueError):
+    """A checkpoint's commit or offset log is missing or not what Spark writes."""
+
+
+def last_batch(names: Iterable[str]) -> int | None:
+    """The highest micro-batch id among the file names of a commit or offset log (Spark
+    names each entry by its batch id), None if there is none."""
+    ids = [int(name) for name in names if name.isdigit()]
+    return max(ids) if ids else None
+
+
+def parse_offset_log(text: str) -> tuple[dict[str, str], list[dict | None]]:
+    """An offsets/<batch> file: (the batch's SQL conf, one offset per source; None for a
+    source with no offset). Format: "v1", the metadata JSON, then one line per source."""
+    lines = text.splitlines()
+    if not lines or not re.fullmatch(r"v\d+", lines[0]) or len(lines) < 2:
+        raise CheckpointLogError("not a Structured Streaming offset log entry")
+    conf = json.loads(lines[1]).get("conf", {})
+    sources = [None if line.strip() == "-" else json.loads(line) for line in lines[2:]]
+    return conf, sources

@@ -1,14 +1,14 @@
-"""Small files under a checkpoint location, local or on the Hadoop file system Spark writes
-the checkpoint to (hdfs://, s3a://, file://, ...).
+"""Checkpoint files through the Hadoop file system Spark writes the checkpoint to (hdfs://,
+s3a://, file://, ...).
 
-The driver keeps a few records beside Spark's own (the partition stores' job id, the raw
-topics' partition counts). On a cluster the checkpoint is a URI only Spark's Hadoop
-file systems can reach, with the user's credentials and settings already in Spark's Hadoop
-configuration, and even a plain path means what the cluster's default file system
-(`fs.defaultFS`) makes of it. So with a Spark session every location is read and written
-through the driver JVM's Hadoop `FileSystem`, resolved exactly as Spark resolves the
-checkpoint (`materializer.spark.pyspark_internals`); the commands that run
-without Spark use Python's own file calls on a local path.
+The driver keeps a few records beside Spark's own (`materializer.checkpoint.records`). On a
+cluster the checkpoint is a URI only Spark's Hadoop file systems can reach, with the
+user's credentials and settings already in Spark's Hadoop configuration, and even a plain
+path means what the cluster's default file system (`fs.defaultFS`) makes of it. So with a
+Spark session every location is read and written through the driver JVM's Hadoop
+`FileSystem`, resolved exactly as Spark resolves the checkpoint
+(`materializer.spark.pyspark_internals`); the commands that run without Spark use
+`materializer.checkpoint.files.LocalFiles` on a local path.
 """
 
 from __future__ import annotations
@@ -16,78 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from materializer.checkpoint.files import CheckpointFileError, Files, LocalFiles, is_uri
 from materializer.spark import pyspark_internals
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-
-def is_uri(location: str | Path) -> bool:
-    """Whether a checkpoint location names a file system (scheme://...), not a local path."""
-    return "://" in str(location)
-
-
-class Files(Protocol):
-    """Read and write small text files under one checkpoint location."""
-
-    location: str
-
-    def exists(self, relative: str) -> bool:
-        """Whether the file or directory `relative` exists."""
-        ...
-
-    def read_text(self, relative: str) -> str | None:
-        """The text of file `relative`, None if it does not exist."""
-        ...
-
-    def write_text(self, relative: str, text: str) -> None:
-        """Write file `relative` whole (its directories made)."""
-        ...
-
-    def names(self, relative: str) -> list[str]:
-        """The names in directory `relative`, sorted ([] if it does not exist)."""
-        ...
-
-
-class LocalFiles:
-    """Files under a local checkpoint directory."""
-
-    def __init__(self, location: str | Path) -> None:
-        self.location = str(location)
-        self._root = Path(location)
-
-    def exists(self, relative: str) -> bool:
-        """Whether the file or directory `relative` exists."""
-        return (self._root / relative).exists()
-
-    def read_text(self, relative: str) -> str | None:
-        """The text of file `relative`, None if it does not exist."""
-        path = self._root / relative
-        return path.read_text() if path.is_file() else None
-
-    def write_text(self, relative: str, text: str) -> None:
-        """Write file `relative` whole: a temporary file renamed over it."""
-        path = self._root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
-        # Hadoop's local file system (the driver's, for the same directory) keeps a checksum
-        # file beside each file it writes and checks it when it reads; without one it reads
-        # unchecked, so a file rewritten here takes its stale checksum away
-        path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
-
-    def names(self, relative: str) -> list[str]:
-        """The names in directory `relative`, sorted ([] if it does not exist)."""
-        path = self._root / relative
-        return sorted(p.name for p in path.iterdir()) if path.is_dir() else []
-
-
-class CheckpointFileError(Exception):
-    """A checkpoint file could not be read or written (its path and the file system's
-    reason)."""
 
 
 class HadoopFiles:

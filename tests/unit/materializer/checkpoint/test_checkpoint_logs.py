@@ -1,4 +1,4 @@
-"""Reading a stopped query's checkpoint logs (materializer.checkpoint_log), and the offsets
+"""Reading a stopped query's checkpoint logs (materializer.checkpoint.records), and the offsets
 `materializer reshard` takes from them."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from materializer.checkpoint_log import (
+from materializer.checkpoint.files import LocalFiles
+from materializer.checkpoint.records import (
     CheckpointLogError,
     last_batch,
     parse_offset_log,
 )
-from materializer.spark.checkpoint_files import LocalFiles
-from materializer.spark.partition_reshard import ReshardRefused, committed_offsets
+from materializer.reshard import ReshardRefused, committed_offsets
 
 META = {"batchWatermarkMs": 0, "batchTimestampMs": 1795439820204,
         "conf": {"spark.sql.shuffle.partitions": "2"}}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from materializer.spark.partition_reshard import reshard_entries, undrained
+from materializer.reshard import reshard_entries, undrained
 from materializer.store.layout import entry_key, page_key
 from shared.partitioner import crc32_partition
 from shared.topic_names import raw_key

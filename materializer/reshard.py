@@ -25,9 +25,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from materializer.checkpoint_log import last_batch, parse_offset_log
-from materializer.spark import checkpoint_files, checkpoint_records
-from materializer.spark.job import raw_partitions
+from materializer.checkpoint import records
+from materializer.checkpoint.files import Files, is_uri
+from materializer.checkpoint.records import last_batch, parse_offset_log
+from materializer.kafka.start_topics import raw_partitions
 from materializer.store.layout import raw_key_of, state_root
 from materializer.store.partition_store import owner_of
 from shared.partitioner import partitioner as partition_function
@@ -41,7 +42,7 @@ class ReshardRefused(Exception):
     says why."""
 
 
-def committed_offsets(files: checkpoint_files.Files) -> dict[str, dict[int, int]]:
+def committed_offsets(files: Files) -> dict[str, dict[int, int]]:
     """The raw offsets the last committed micro-batch ended at; refused while a batch is
     planned but not committed (the job runs, or stopped mid-batch)."""
     where = files.location
@@ -86,7 +87,7 @@ def reshard_entries(entries: dict[int, dict[bytes, bytes]], partitions: int,
     return dict(out)
 
 
-def reshard(kafka: dict[str, str], prefix: str, files: checkpoint_files.Files,
+def reshard(kafka: dict[str, str], prefix: str, files: Files,
             partitions: int, partitioner: str, replication: int) -> dict[str, Any]:
     """Move a stopped, drained checkpoint's partition stores to raw topics of
     `partitions` partitions (ReshardRefused when it may not); a report of what moved.
@@ -97,8 +98,8 @@ def reshard(kafka: dict[str, str], prefix: str, files: checkpoint_files.Files,
     from materializer.kafka.changelog import Changelogs
     from shared.kafka_topics import read_to_end
 
-    counts = files.read_text(checkpoint_records.PARTITIONS_RECORD)
-    if counts is None or not files.exists(checkpoint_records.CHANGELOG_RECORD):
+    counts = files.read_text(records.PARTITIONS_RECORD)
+    if counts is None or not files.exists(records.CHANGELOG_RECORD):
         raise ReshardRefused(f"{files.location}: not a checkpoint of the partition stores "
                              "with changelogs (run the job on it first)")
     partition_of = partition_function(partitioner)
@@ -114,7 +115,7 @@ def reshard(kafka: dict[str, str], prefix: str, files: checkpoint_files.Files,
     if left:
         raise ReshardRefused(f"raw records not processed yet: {left}; stop the publishers, "
                              "run the job with --available-now to its end, then reshard")
-    old_id = checkpoint_records.job_id(files)
+    old_id = records.job_id(files)
     new_id = uuid.uuid4().hex[:12]
     new_logs = Changelogs(kafka, prefix, new_id, replication)
     new_logs.ensure(partitions)
@@ -138,10 +139,10 @@ def reshard(kafka: dict[str, str], prefix: str, files: checkpoint_files.Files,
     grow = {t: NewPartitions(t, partitions) for t, n in current.items() if n < partitions}
     for future in (admin.create_partitions(list(grow.values())).values() if grow else ()):
         future.result(timeout=60)
-    files.write_text(checkpoint_records.CHANGELOG_RECORD, json.dumps({"job_id": new_id}))
+    files.write_text(records.CHANGELOG_RECORD, json.dumps({"job_id": new_id}))
     grown = {t: partitions for t in known} | {t: partitions for t in current}
-    files.write_text(checkpoint_records.PARTITIONS_RECORD, json.dumps(grown, sort_keys=True))
-    if not checkpoint_files.is_uri(files.location):  # a local master's stores
+    files.write_text(records.PARTITIONS_RECORD, json.dumps(grown, sort_keys=True))
+    if not is_uri(files.location):  # a local master's stores
         root = state_root(Path(files.location))
         for store_dir in (d for d in root.iterdir() if d.is_dir()):
             shutil.rmtree(store_dir)  # rebuilt from the new changelogs where tasks run

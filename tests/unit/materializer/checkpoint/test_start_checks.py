@@ -7,14 +7,15 @@ import json
 
 import pytest
 
-from materializer.settings import SparkSettings
-from materializer.spark.checkpoint_files import LocalFiles, files
-from materializer.spark.checkpoint_records import (
+from materializer.checkpoint.files import LocalFiles
+from materializer.checkpoint.records import (
     CheckpointRefused,
     check_owner,
     check_start,
     job_id,
 )
+from materializer.settings import SparkSettings
+from materializer.spark.hadoop_files import files
 from materializer.store.layout import state_root
 
 
@@ -110,36 +111,3 @@ def test_a_checkpoint_of_another_job_is_refused_by_its_owner(tmp_path) -> None:
         check_owner(LocalFiles(tmp_path), "cluster-b", "shop")
     with pytest.raises(CheckpointRefused, match=r"this config reads billing\.raw "):
         check_owner(LocalFiles(tmp_path), "cluster-a", "billing")
-
-
-def test_the_tables_known_at_start_are_read_again_while_the_broker_is_not_serving(
-        monkeypatch) -> None:
-    """A query restarted after a broker restart reads the schema topic while the broker may
-    not serve it yet: asked again, not a failed start; a missing topic is no table."""
-    from confluent_kafka import KafkaException
-
-    from materializer.spark import job
-
-    class Msg:
-        def __init__(self, body: dict) -> None:
-            self._value = json.dumps(body).encode()
-
-        def value(self) -> bytes:
-            return self._value
-
-    answers: list = [KafkaException("Broker: Not leader for partition"),
-                     [Msg({"keyspace": "ks", "table": "b"}), Msg({"keyspace": "ks", "table": "a"}),
-                      Msg({"keyspace": "ks", "table": "a"})]]
-
-    def read_to_end(_kafka: dict, topic: str) -> list:
-        assert topic == "p.schemas"
-        answer = answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    monkeypatch.setattr(job, "read_to_end", read_to_end)
-    monkeypatch.setattr("time.sleep", lambda _s: None)
-    assert job.known_tables({}, "p") == [("ks", "a"), ("ks", "b")] and not answers
-    answers.append(KafkaException("topic p.schemas not found"))
-    assert job.known_tables({}, "p") == []

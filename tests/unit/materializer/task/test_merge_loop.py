@@ -12,8 +12,8 @@ import pyarrow as pa
 
 from materializer.key_materializer import KeyMaterializer
 from materializer.output.event_settings import EventSettings
-from materializer.spark.partition_job import merge
-from materializer.spark.task_stores import TaskStores
+from materializer.task.merge_loop import merge
+from materializer.task.task_stores import TaskStores
 from shared import rowupdate
 from shared.heartbeat import Heartbeat, encode_heartbeat
 from shared.topic_names import raw_key
@@ -176,7 +176,7 @@ def test_a_task_counts_its_events_freshness_and_its_publishers_heartbeats(tmp_pa
     each publisher's newest heartbeat (a TTL expiry is no write: not counted)."""
     import time
 
-    from materializer.spark.progress import FRESHNESS_BUCKETS_S
+    from materializer.task.task_stats import FRESHNESS_BUCKETS_S
 
     written_s = int(time.time()) - 3  # the change was written 3 s ago
     beats = [encode_heartbeat(Heartbeat(host, at, {}))

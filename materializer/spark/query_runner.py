@@ -1,0 +1,106 @@
+"""Running the job's query to its end: started, watched, started again from its
+checkpoint after a transient failure, stopped between micro-batches when asked.
+
+A query that fails on something transient (a broker restart, a lost executor, the
+checkpoint's file system away for a while) is started again after a backoff
+(`materializer.restarts.RestartPolicy`); a permanent failure, or too many in a row, ends
+the run with `QueryFailed`. What the first start refuses (`CheckpointRefused`,
+`OldRawLayout`, a checkpoint it cannot reach) is raised as it is: nothing was started.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from materializer.checkpoint.files import CheckpointFileError
+from materializer.checkpoint.records import CheckpointRefused
+from materializer.kafka.start_topics import OldRawLayout
+from materializer.restarts import RestartPolicy, permanent_reason, short_reason
+from materializer.spark import job
+from materializer.spark.progress import ProgressMetrics
+from materializer.spark.stopping import StopRequest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from materializer.settings import MaterializerConfig
+
+log = logging.getLogger("casscade.materializer")
+
+
+class QueryFailed(Exception):
+    """The query failed for good: permanently, or too many restarts in a row."""
+
+
+def run_query(spark: SparkSession, cfg: MaterializerConfig, progress: ProgressMetrics,
+              stop: StopRequest, running: list[Any], available_now: bool = False) -> None:
+    """Run the query until it ends (`available_now`) or `stop` is requested, restarting it
+    from its checkpoint after transient failures; each query started is appended to
+    `running` (for /health). StopHung from `stop` when Spark does not stop in time."""
+    policy = RestartPolicy(cfg.spark.max_restarts, cfg.spark.restart_backoff_s)
+    restarts = progress.registry.counter(
+        "casscade_materializer_query_restarts_total",
+        "Failed queries started again from the checkpoint, by the failure's exception class",
+        ("reason",))
+    while not stop.requested:
+        try:
+            running.append(job.start(spark, cfg, available_now=available_now))
+        except (CheckpointRefused, OldRawLayout):
+            raise
+        except CheckpointFileError as exc:
+            # at the first start: a checkpoint this job cannot reach, read or write (a wrong
+            # URI, permissions) is refused at once; at a restart it is the file system away
+            # for a while (a NameNode restarting), which the restart policy rides out like
+            # any transient failure
+            if not running:
+                raise
+            error: str | None = str(exc)
+        else:
+            log.info("query started; its first micro-batch also starts the Python workers",
+                     extra={"checkpoint": str(cfg.spark.checkpoint)})
+            error = _await(running[-1], progress, policy, stop,
+                           lambda: spark.sparkContext.setLogLevel("ERROR"))
+            if error is None or stop.requested:
+                return
+        delay = policy.next_delay(error)
+        if delay is None:
+            why = permanent_reason(error) or f"{policy.failures} restarts in a row failed"
+            raise QueryFailed(f"materializer query failed ({why}): {error}")
+        restarts.inc(1, short_reason(error))
+        log.warning("materializer query failed; starting it again from its checkpoint",
+                    extra={"error": error[:2000], "restart_in_s": delay,
+                           "attempt": policy.failures, "max_restarts": policy.max_restarts,
+                           "checkpoint": str(cfg.spark.checkpoint)})
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline and not stop.requested:
+            time.sleep(0.2)
+
+
+def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy,
+           stop: StopRequest, quiet: Callable[[], None]) -> str | None:
+    """Wait for `query` to end; its error (message with causes), or None when it stopped
+    (`quiet`: turns Spark's log down before a requested stop)."""
+    from pyspark.errors import StreamingQueryException
+
+    batches = progress.batches.get()
+    try:
+        # wake every second to hand Spark's new progress reports to /metrics and to stop
+        # between micro-batches when asked
+        while not query.awaitTermination(0.05 if stop.requested else 1):
+            stop.stop_between_batches(query, quiet)
+            progress.observe_new(query.recentProgress)
+            if progress.batches.get() > batches:
+                if not batches:
+                    log.info("first micro-batch done", extra={
+                        "raw_records": int(progress.input_rows.get()),
+                        "batch_ms": int(progress.batch_ms.get())})
+                batches = progress.batches.get()
+                policy.progressed()
+    except StreamingQueryException as exc:  # raised here when the query failed
+        return str(exc)
+    progress.observe_new(query.recentProgress)
+    error = query.exception()
+    return None if error is None else str(error)

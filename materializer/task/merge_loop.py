@@ -1,0 +1,217 @@
+"""One task's merge, whatever runs it: its raw records (one Kafka partition's offset range
+of a micro-batch, or several whole ones) merged key by key into events over the partition
+stores it opens, the copies already seen dropped, due expiries fired, dropped tables freed.
+
+It takes and gives Arrow batches, as Spark's mapInArrow hands them over
+(`materializer.spark.partition_job` runs it in each task); the benchmarks and tests run it
+without Spark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from materializer.key_materializer import KeyMaterializer, RawRecord, Result
+from materializer.store.layout import entry_key, pack_entry, page_key, unpack_entry
+from materializer.store.partition_store import PartitionStore
+from materializer.task.task_stats import TaskStats
+from materializer.task.task_stores import TaskStores, Where
+from shared.heartbeat import HEARTBEAT_BYTE, decode_heartbeat
+from shared.rowupdate import COPY_KEY_SIZE, VERSION_BYTE
+from shared.table_drop import TABLE_DROP_BYTE, TableDrop, decode_table_drop
+from shared.topic_names import TABLE_ID_SIZE
+
+log = logging.getLogger(__name__)
+Emit = Callable[[Where, Iterable[tuple[str, bytes | None, bytes | None]]], None]
+# The merge's output (in mapInArrow's schema form): events, plus one row per task (topic
+# null) with its copy counts (records_written: the events and dead letters the task wrote
+# in its transactions; under at-least-once Spark's sink writes and counts them)
+TASK_SCHEMA = ("topic STRING, key BINARY, value BINARY, copies_in LONG, copies_dropped LONG,"
+               " store_keys LONG, stores LONG, stores_restored LONG, writes_restored LONG,"
+               " records_written LONG, stats STRING")
+_COUNTS = (None,) * 8  # an event row's count columns
+_COPY_KEY_END = 1 + COPY_KEY_SIZE  # a raw value's copy key ends here (after its version byte)
+_CHUNK = 5_000  # output rows per Arrow batch
+
+
+def _apply(store: PartitionStore, key: bytes, old_timer: int | None, result: Result) -> None:
+    """Write one key's result to its store (`key`: the raw key): pages, entry, expiry
+    index."""
+    if result.schema_hash is None:
+        return  # nothing usable and no state: nothing to write
+    for page, blob in result.pages.items():
+        store.put(page_key(page, key), blob)
+    if result.state is None:
+        store.put(entry_key(key), None)
+        return
+    store.put(entry_key(key), pack_entry(result.state, result.schema_hash,
+                                         result.next_timer_ms))
+    if result.next_timer_ms is not None and result.next_timer_ms != old_timer:
+        store.schedule(result.next_timer_ms, key)
+
+
+def _pages(store: PartitionStore, key: bytes) -> Callable[[list[int]], list[bytes | None]]:
+    return lambda ids: [store.get(page_key(i, key)) for i in ids]
+
+
+def _batch(rows: list[tuple[Any, ...]]) -> Any:
+    """Rows of TASK_SCHEMA as one Arrow batch (typed even if empty)."""
+    import pyarrow as pa
+
+    names = ("topic", "key", "value", "copies_in", "copies_dropped", "store_keys", "stores",
+             "stores_restored", "writes_restored", "records_written", "stats")
+    types = ((pa.string(), pa.binary(), pa.binary()) + (pa.int64(),) * (len(_COUNTS) - 1)
+             + (pa.string(),))
+    return pa.RecordBatch.from_arrays(
+        [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)],
+        schema=pa.schema(list(zip(names, types, strict=True))))
+
+
+def _by_partition(cols: dict[str, list[Any]]
+                  ) -> list[tuple[str, int, list[bytes], list[bytes], list[int]]]:
+    """An input batch's (topic, partition, keys, values, offsets), per Kafka partition in
+    arrival order. A task reads one Kafka partition, so the usual batch is one of them,
+    passed on as it is; the per-row split is for anything else."""
+    topics, parts = cols["topic"], cols["partition"]
+    if not topics:
+        return []
+    if len(set(topics)) == 1 and len(set(parts)) == 1:
+        return [(topics[0], parts[0], cols["key"], cols["value"], cols["offset"])]
+    split: dict[tuple[str, int], tuple[list[bytes], list[bytes], list[int]]] = {}
+    for topic, part, pk, value, offset in zip(topics, parts, cols["key"], cols["value"],
+                                              cols["offset"], strict=True):
+        keys, values, offsets = split.setdefault((topic, part), ([], [], []))
+        keys.append(pk)
+        values.append(value)
+        offsets.append(offset)
+    return [(topic, part, *rows) for (topic, part), rows in split.items()]
+
+
+@dataclass
+class _Collected:
+    """A task's raw records, read: the copies to merge by key (in arrival order), the
+    table-dropped records per partition, and the copy counts."""
+
+    by_key: dict[tuple[str, int, bytes], list[RawRecord]] = field(default_factory=dict)
+    drops: dict[Where, list[TableDrop]] = field(default_factory=dict)
+    copies_in: int = 0
+    dropped: int = 0
+
+
+def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, now: int
+          ) -> Iterator[Any]:
+    """Arrow batches of raw records (topic, key, value, partition, offset) → Arrow batches of
+    TASK_SCHEMA: the events (exactly-once: none, they go into each raw partition's
+    transaction), then one row of counts; the keys' state in `stores`."""
+    stats = TaskStats()
+    got = _collect(batches, stores, stats)
+    out: list[tuple[Any, ...]] = []
+
+    def emit(where: Where, outputs: Iterable[tuple[str, bytes | None, bytes | None]]) -> None:
+        if stores.transactional:
+            stores.produce(where, outputs)
+        else:
+            out.extend((t, k, v, *_COUNTS) for t, k, v in outputs)
+
+    for (topic, part, key), records in got.by_key.items():
+        _merge_key(stores, handler, now, stats, emit, (topic, part), key, records)
+        if len(out) >= _CHUNK:
+            yield _batch(out)
+            out.clear()  # (_batch copied it)
+    _fire_expiries(stores, handler, now, emit)
+    for where, table_drops in got.drops.items():
+        for drop in table_drops:
+            stats.drop(drop.name, stores.dropped[where].drop(drop.table_id.bytes))
+    keys = sum(s.estimated_keys() for s in stores.open.values())
+    out.append((None, None, None, got.copies_in, got.dropped, keys, len(stores.open),
+                stores.stores_restored, stores.writes_restored, stores.produced,
+                stats.to_json()))
+    yield _batch(out)
+
+
+def _collect(batches: Iterator[Any], stores: TaskStores, stats: TaskStats) -> _Collected:
+    """Read every input batch: heartbeats counted, table drops noted, copies seen before
+    dropped, the rest grouped by key. A micro-batch's records of one key are merged in one
+    call: how records fall into batches decides which intermediate images are events."""
+    got = _Collected()
+    for batch in batches:
+        for topic, part, keys, values, offsets in _by_partition(batch.to_pydict()):
+            first_copy = stores.get(topic, part).first_copy
+            if not stores.read((topic, part), offsets[0], offsets[-1]):
+                continue  # its batch committed already (exactly-once): nothing to write
+            got.copies_in += len(keys)
+            for pk, value, offset in zip(keys, values, offsets, strict=True):
+                if value and value[0] == HEARTBEAT_BYTE:  # its partition's store is open:
+                    got.copies_in -= 1  # that was its work (the expiries below)
+                    with contextlib.suppress(ValueError, KeyError):  # a damaged one: no age
+                        beat = decode_heartbeat(value)
+                        stats.heartbeat(beat.host, beat.at_ms)
+                    continue
+                if value and value[0] == TABLE_DROP_BYTE:  # freed after the merge
+                    got.copies_in -= 1
+                    _table_drop(got.drops, topic, part, offset, value)
+                    continue
+                # (a value of another format goes on, to the dead-letter topic)
+                if value[:1] == VERSION_BYTE and not first_copy(value[1:_COPY_KEY_END]):
+                    got.dropped += 1
+                    continue
+                got.by_key.setdefault((topic, part, pk), []).append(
+                    RawRecord(value, part, offset))
+    return got
+
+
+def _merge_key(stores: TaskStores, handler: KeyMaterializer, now: int, stats: TaskStats,
+               emit: Emit, where: Where, key: bytes, records: list[RawRecord]) -> None:
+    """Merge one key's records of the micro-batch with its stored state; emit its events."""
+    topic, part = where
+    if key is None or len(key) <= TABLE_ID_SIZE:  # not a raw key (topic_names.raw_key)
+        emit(where, handler.reject(topic, key, records).outputs)
+        return
+    store = stores.get(topic, part)
+    if stores.dropped[where].dropped_before(key[:TABLE_ID_SIZE]):
+        stats.late += len(records)  # a lagging publisher's copies of a dropped table
+        return
+    blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
+    result = handler.handle(topic, key[TABLE_ID_SIZE:], records, blob, schema_hash, now,
+                            _pages(store, key), key[:TABLE_ID_SIZE])
+    _apply(store, key, timer, result)
+    if result.write_times_us and result.table is not None:
+        written_s = time.time()
+        for ts_us in result.write_times_us:
+            stats.event(result.table, max(0.0, written_s - ts_us / 1e6))
+    emit(where, result.outputs)
+
+
+def _fire_expiries(stores: TaskStores, handler: KeyMaterializer, now: int, emit: Emit
+                   ) -> None:
+    """Fire the due TTL expiries of every store the task opened (not in a partition whose
+    batch committed already)."""
+    for (topic, part), store in stores.open.items():
+        if (topic, part) in stores.skipped:
+            continue
+        for at_ms, key in list(store.due(now)):
+            store.fired(at_ms, key)  # first: the key's next timer may index this time again
+            blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
+            if timer == at_ms:  # else the key moved on (or rolled back) since it was indexed
+                result = handler.expire(key[TABLE_ID_SIZE:], blob, schema_hash, now,
+                                        _pages(store, key), topic)
+                # old timer None: the next one is indexed even if it is the same time (this
+                # index entry is spent)
+                _apply(store, key, None, result)
+                emit((topic, part), result.outputs)
+
+
+def _table_drop(drops: dict[Where, list[TableDrop]], topic: str, part: int,
+                offset: int, value: bytes) -> None:
+    """Note a table-dropped record for its partition's store (a damaged one: logged)."""
+    try:
+        drops.setdefault((topic, part), []).append(decode_table_drop(value))
+    except (ValueError, KeyError, TypeError) as exc:
+        log.error("a table-dropped record cannot be read; left out",
+                  extra={"topic": topic, "partition": part, "offset": offset,
+                         "error": str(exc)})

@@ -1,0 +1,50 @@
+"""What one task of the merge saw beyond its counts: its events' freshness per table, its
+publishers' heartbeats, the state it freed of dropped tables (one JSON column of the task's
+output row; the driver adds them up in `materializer.spark.progress`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from shared.metrics import bucket_of
+
+# write time -> event written, in seconds: a second or two is healthy, minutes are not
+FRESHNESS_BUCKETS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+class TaskStats:
+    """What one task saw: its events' freshness per table, its publishers' heartbeats, the
+    entries it freed of dropped tables and their late records it left out."""
+
+    def __init__(self) -> None:
+        self.fresh: dict[str, list[float]] = {}  # table → counts per bucket (+Inf), then sum
+        self.beats: dict[str, int] = {}  # publisher host → its newest heartbeat's clock (ms)
+        self.dropped: dict[str, int] = {}  # dropped table → store entries freed
+        self.late = 0  # records of tables dropped in an earlier batch, not merged
+
+    def event(self, table: str, age_s: float) -> None:
+        """An event of `table` written `age_s` after its change's write time."""
+        counts = self.fresh.get(table)
+        if counts is None:
+            counts = self.fresh[table] = [0.0] * (len(FRESHNESS_BUCKETS_S) + 2)
+        counts[bucket_of(FRESHNESS_BUCKETS_S, age_s)] += 1
+        counts[-1] += age_s
+
+    def heartbeat(self, host: str, at_ms: int) -> None:
+        """A heartbeat from `host`, sent at its clock's `at_ms`."""
+        if at_ms > self.beats.get(host, 0):
+            self.beats[host] = at_ms
+
+    def drop(self, table: str, entries: int) -> None:
+        """`table` was dropped: `entries` of its store entries freed in this task."""
+        self.dropped[table] = self.dropped.get(table, 0) + entries
+
+    def to_json(self) -> str | None:
+        """The task's stats for the observed metrics (None: nothing seen)."""
+        if not self.fresh and not self.beats and not self.dropped and not self.late:
+            return None
+        body: dict[str, Any] = {"fresh": self.fresh, "beats": self.beats}
+        if self.dropped or self.late:
+            body |= {"dropped": self.dropped, "late": self.late}
+        return json.dumps(body, separators=(",", ":"))
