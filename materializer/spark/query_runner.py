@@ -4,8 +4,8 @@ checkpoint after a transient failure, stopped between micro-batches when asked.
 A query that fails on something transient (a broker restart, a lost executor, the
 checkpoint's file system away for a while) is started again after a backoff
 (`materializer.restarts.RestartPolicy`); a permanent failure, or too many in a row, ends
-the run with `QueryFailed`. What the first start refuses (`CheckpointRefused`,
-`OldRawLayout`, a checkpoint it cannot reach) is raised as it is: nothing was started.
+the run with `QueryFailed`. What a start refuses (`CheckpointRefused`, `OldRawLayout`; a
+checkpoint it cannot reach at the first start) is raised as it is.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from materializer.checkpoint.files import CheckpointFileError
-from materializer.checkpoint.records import CheckpointRefused
-from materializer.kafka.start_topics import OldRawLayout
 from materializer.restarts import RestartPolicy, permanent_reason, short_reason
 from materializer.spark import job
 from materializer.spark.progress import ProgressMetrics
@@ -48,8 +46,6 @@ def run_query(spark: SparkSession, cfg: MaterializerConfig, progress: ProgressMe
     while not stop.requested:
         try:
             running.append(job.start(spark, cfg, available_now=available_now))
-        except (CheckpointRefused, OldRawLayout):
-            raise
         except CheckpointFileError as exc:
             # at the first start: a checkpoint this job cannot reach, read or write (a wrong
             # URI, permissions) is refused at once; at a restart it is the file system away

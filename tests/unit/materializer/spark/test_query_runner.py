@@ -1,0 +1,102 @@
+"""The run loop of the job's query (materializer.spark.query_runner), with a stand-in for
+Spark's query: what is started again, what ends the run, what it counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from materializer.checkpoint.files import CheckpointFileError
+from materializer.checkpoint.records import CheckpointRefused
+from materializer.settings import MaterializerConfig
+from materializer.spark import query_runner
+from materializer.spark.progress import ProgressMetrics
+from materializer.spark.stopping import StopRequest
+from shared.metrics import Registry
+
+
+class _Ended:
+    """A query that has ended, failed with `error` (a message) or not (None)."""
+
+    def __init__(self, error: str | None) -> None:
+        self.error = error
+        self.recentProgress: list[dict] = []
+
+    def awaitTermination(self, _timeout: float) -> bool:
+        return True
+
+    def exception(self) -> Any:
+        return self.error
+
+
+class _Clock:
+    """time.monotonic and time.sleep without waiting."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.slept += seconds
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, starts: list[Any]) -> tuple[list[Any], Registry,
+                                                                           _Clock]:
+    """run_query over `starts`: each start returns the next query, or raises it."""
+    clock = _Clock()
+    monkeypatch.setattr(query_runner, "time", clock)
+
+    def start(_spark: Any, _cfg: Any, available_now: bool = False) -> Any:
+        item = starts.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    monkeypatch.setattr(query_runner.job, "start", start)
+    registry = Registry()
+    running: list[Any] = []
+    spark = type("Spark", (), {"sparkContext": None})()
+    query_runner.run_query(spark, MaterializerConfig(), ProgressMetrics(registry),
+                           StopRequest(), running)
+    return running, registry, clock
+
+
+def test_a_transient_failure_is_started_again_after_a_backoff_and_counted(monkeypatch) -> None:
+    failed = _Ended("org.apache.kafka.common.errors.TimeoutException: broker gone")
+    running, registry, clock = _run(monkeypatch, [failed, _Ended(None)])
+    assert len(running) == 2
+    assert clock.slept >= 5.0  # spark.restart_backoff_s, the default
+    assert 'reason="TimeoutException"} 1' in registry.render()
+
+
+def test_a_permanent_failure_ends_the_run_with_its_reason(monkeypatch) -> None:
+    lost = _Ended("OffsetOutOfRangeException: were deleted before the job read them")
+    with pytest.raises(query_runner.QueryFailed, match=r"raw records were deleted"):
+        _run(monkeypatch, [lost])
+
+
+def test_the_checkpoint_unreachable_at_the_first_start_ends_it_at_a_restart_is_ridden_out(
+        monkeypatch) -> None:
+    unreachable = CheckpointFileError("checkpoint file hdfs://nn/c/x: reading failed: "
+                                      "java.net.ConnectException")
+    with pytest.raises(CheckpointFileError):
+        _run(monkeypatch, [unreachable])
+    running, _registry, clock = _run(monkeypatch, [
+        _Ended("ConnectException: NameNode away"), unreachable, _Ended(None)])
+    assert len(running) == 2 and clock.slept >= 5.0 + 10.0  # backoff doubles
+
+
+def test_a_refused_start_is_raised_as_it_is(monkeypatch) -> None:
+    with pytest.raises(CheckpointRefused, match="another job"):
+        _run(monkeypatch, [CheckpointRefused("checkpoint belongs to another job")])
+
+
+def test_too_many_failures_in_a_row_end_the_run(monkeypatch) -> None:
+    flaky = [_Ended("SparkException: executor lost") for _ in range(11)]
+    with pytest.raises(query_runner.QueryFailed, match=r"10 restarts in a row failed"):
+        _run(monkeypatch, flaky)
