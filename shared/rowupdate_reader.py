@@ -29,35 +29,42 @@ def read_row_update(value: bytes) -> dict[str, Any]:
 _STRINGS: dict[bytes, str] = {}  # names repeat in every record: decode each once
 
 
-def _read(b: bytes, start: int) -> tuple[dict[str, Any], int]:
-    p = start
+class _Cursor:
+    """Avro's primitive encodings read from `b` at `p`, which each read moves on."""
 
-    def long() -> int:
-        nonlocal p
-        byte = b[p]
-        p += 1
+    __slots__ = ("b", "p")
+
+    def __init__(self, b: bytes, p: int) -> None:
+        self.b, self.p = b, p
+
+    def long(self) -> int:
+        """A zig-zag varint."""
+        b = self.b
+        byte = b[self.p]
+        self.p += 1
         if byte < 0x80:  # one-byte varints are the common case
             return (byte >> 1) ^ -(byte & 1)
         n = byte & 0x7F
         shift = 7
         while byte & 0x80:
-            byte = b[p]
-            p += 1
+            byte = b[self.p]
+            self.p += 1
             n |= (byte & 0x7F) << shift
             shift += 7
         return (n >> 1) ^ -(n & 1)
 
-    def raw() -> bytes:
-        nonlocal p
-        n = long()
-        if n < 0 or p + n > len(b):
+    def raw(self) -> bytes:
+        """Bytes with their length first."""
+        n = self.long()
+        p = self.p
+        if n < 0 or p + n > len(self.b):
             raise ValueError(f"bytes length {n} at {p} beyond the value")
-        out = b[p:p + n]
-        p += n
-        return out
+        self.p = p + n
+        return self.b[p:p + n]
 
-    def string() -> str:
-        key = raw()
+    def string(self) -> str:
+        """A UTF-8 string (names repeat: each decoded once)."""
+        key = self.raw()
         s = _STRINGS.get(key)
         if s is None:
             s = key.decode()
@@ -65,48 +72,54 @@ def _read(b: bytes, start: int) -> tuple[dict[str, Any], int]:
                 _STRINGS[key] = s
         return s
 
-    def union() -> bool:  # [null, T]: branch 0 is one byte 0x00, branch 1 is 0x02
-        nonlocal p
-        v = b[p]
-        p += 1
+    def union(self) -> bool:
+        """Whether a [null, T] union holds its T: branch 0 is one byte 0x00, 1 is 0x02."""
+        v = self.b[self.p]
+        self.p += 1
         if v == 2:
             return True
         if v:
-            raise ValueError(f"union branch byte {v} at {p - 1}")
+            raise ValueError(f"union branch byte {v} at {self.p - 1}")
         return False
 
-    def boolean() -> bool:
-        nonlocal p
-        v = b[p]
-        p += 1
+    def boolean(self) -> bool:
+        """A boolean byte."""
+        v = self.b[self.p]
+        self.p += 1
         if v > 1:
-            raise ValueError(f"boolean byte {v} at {p - 1}")
+            raise ValueError(f"boolean byte {v} at {self.p - 1}")
         return v == 1
 
-    def count() -> int:
-        n = long()
+    def count(self) -> int:
+        """An array or map block's item count (0: the end)."""
+        n = self.long()
         if n < 0:  # a block with its byte size: the size is only a skip hint
-            long()
+            self.long()
             n = -n
         return n
 
-    def values() -> list[bytes | None]:
+    def values(self) -> list[bytes | None]:
+        """An array of [null, bytes]."""
         out: list[bytes | None] = []
-        while n := count():
+        while n := self.count():
             for _ in range(n):
-                out.append(raw() if union() else None)
+                out.append(self.raw() if self.union() else None)
         return out
 
-    def opt_long() -> int | None:
-        return long() if union() else None
+    def opt_long(self) -> int | None:
+        """A [null, long]."""
+        return self.long() if self.union() else None
 
+
+def _read(b: bytes, start: int) -> tuple[dict[str, Any], int]:
+    """The RowUpdate at `start` of `b`, and where it ends."""
     if len(b) < start + 16:
         raise ValueError("shorter than a table id")
-    table_id = b[start:start + 16]
-    p = start + 16
-    rec: dict[str, Any] = {"table_id": table_id, "keyspace": string(), "table": string(),
-                           "schema_hash": string(), "partition_key": raw(),
-                           "clustering": values()}
+    c = _Cursor(b, start + 16)
+    long, union, boolean, opt_long, values = c.long, c.union, c.boolean, c.opt_long, c.values
+    rec: dict[str, Any] = {"table_id": b[start:start + 16], "keyspace": c.string(),
+                           "table": c.string(), "schema_hash": c.string(),
+                           "partition_key": c.raw(), "clustering": values()}
     kind = long()
     if not 0 <= kind < len(KINDS):
         raise ValueError(f"kind {kind}")
@@ -118,24 +131,30 @@ def _read(b: bytes, start: int) -> tuple[dict[str, Any], int]:
                      "end_inclusive": boolean()} if union() else None)
     rec["liveness"] = ({"timestamp": long(), "ttl": long(), "local_expiration_time": opt_long()}
                        if union() else None)
-    cells = []
-    while n := count():
-        for _ in range(n):
-            cells.append({"column": string(), "path": raw() if union() else None,
-                          "value": raw() if union() else None, "timestamp": long(),
-                          "ttl": long(), "local_deletion_time": opt_long(),
-                          "tombstone": boolean()})
-    rec["cells"] = cells
+    rec["cells"] = _cells(c)
     deletions = []
-    while n := count():
+    while n := c.count():
         for _ in range(n):
-            deletions.append({"column": string(), "marked_for_delete_at": long(),
+            deletions.append({"column": c.string(), "marked_for_delete_at": long(),
                               "local_deletion_time": opt_long()})
     rec["complex_deletions"] = deletions
-    rec["source"] = {"host": string(), "datacenter": string(), "file": string(),
+    rec["source"] = {"host": c.string(), "datacenter": c.string(), "file": c.string(),
                      "segment_id": long(), "position": long(), "index": long(),
                      "commitlog_version": long(), "messaging_version": long()}
-    return rec, p
+    return rec, c.p
+
+
+def _cells(c: _Cursor) -> list[dict[str, Any]]:
+    """A RowUpdate's cells."""
+    cells = []
+    raw, union, long = c.raw, c.union, c.long
+    while n := c.count():
+        for _ in range(n):
+            cells.append({"column": c.string(), "path": raw() if union() else None,
+                          "value": raw() if union() else None, "timestamp": long(),
+                          "ttl": long(), "local_deletion_time": c.opt_long(),
+                          "tombstone": c.boolean()})
+    return cells
 
 
 try:

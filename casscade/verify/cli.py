@@ -8,9 +8,16 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from casscade.verify.event_decoder import WriterSchemas
+    from casscade.verify.verifier import TableResult, VerifyOptions
+    from materializer.output.event_settings import EventSettings
+    from shared.capture import Capture
+    from shared.schema import TableSchema
 
 # which stage's config holds a section (--set routes by it); `log` goes to both
 _PUBLISHER_SECTIONS = ("cassandra", "capture")
@@ -83,18 +90,12 @@ def verify(publisher_config: Path | None, materializer_config: Path | None,
     Exit codes: 0 every key equal; 3 a key missing, extra or different; 4 none wrong, but
     keys still pending after the rechecks; 1 the run failed (a reason on stderr).
     """
-    from cassandra import RequestExecutionException, Unauthorized
-    from cassandra.cluster import NoHostAvailable, OperationTimedOut
-    from confluent_kafka import KafkaException
-
     from casscade.verify import output
-    from casscade.verify.event_decoder import EventDecodeError, EventDecoder, WriterSchemas
-    from casscade.verify.table_rows import TableRows
-    from casscade.verify.verifier import VerifyOptions, stream_of, verify_table
+    from casscade.verify.event_decoder import WriterSchemas
+    from casscade.verify.verifier import VerifyOptions
     from materializer.kafka.avro_registry import registry_checks
     from materializer.settings import MaterializerConfig
     from publisher.settings import PublisherConfig
-    from shared.capture import captured_table
     from shared.cli_config import captured_rules, check_capture, load_config
     from shared.logs import setup_logging
     from shared.reach import connect_cassandra, reach_or_exit
@@ -125,29 +126,8 @@ def verify(publisher_config: Path | None, materializer_config: Path | None,
         schemas = WriterSchemas(events, kafka, mat.kafka.topic_prefix)
         options = VerifyOptions(consistency, rate, ranges, sample < 1 or bool(token_ranges),
                                 grace_s, rechecks, keep)
-        results = []
-        for table in chosen:
-            published = captured_table(table, capture.actions(table))
-            rows = TableRows(session, table, events.modes, capture, consistency, rate,
-                             events.static_only_rows == "skip")
-            decoder = EventDecoder(events, published, schemas)
-            try:
-                stream = stream_of(kafka, mat.kafka.topic_prefix, published, decoder,
-                                   events.modes, options)
-                results.append(verify_table(stream, rows, published, events.modes, options,
-                                            _progress()))
-            except EventDecodeError as exc:
-                raise click.ClickException(str(exc)) from None
-            except KafkaException as exc:
-                raise click.ClickException(f"reading the events of {table.keyspace}."
-                                           f"{table.table} failed: {exc}") from None
-            except Unauthorized as exc:
-                raise click.ClickException(
-                    f"reading {table.keyspace}.{table.table} was refused: {exc} (the role in "
-                    "cassandra.username needs SELECT on the table)") from None
-            except (RequestExecutionException, NoHostAvailable, OperationTimedOut) as exc:
-                raise _cassandra_failed(exc, f"{table.keyspace}.{table.table}",
-                                        consistency) from None
+        results = [_verify_one(table, session, kafka, mat.kafka.topic_prefix, events,
+                               capture, schemas, options) for table in chosen]
     finally:
         cluster.shutdown()
     click.echo(output.json_report(results) if as_json
@@ -156,6 +136,40 @@ def verify(publisher_config: Path | None, materializer_config: Path | None,
     if metrics_file is not None:
         output.write_metrics(metrics_file, results)
     sys.exit(output.exit_code(results))
+
+
+def _verify_one(table: TableSchema, session: Any, kafka: dict[str, str], prefix: str,
+                events: EventSettings, capture: Capture, schemas: WriterSchemas,
+                options: VerifyOptions) -> TableResult:
+    """One table's stream against its rows: its TableResult; a read that fails ends the run
+    with the table named (a ClickException)."""
+    from cassandra import RequestExecutionException, Unauthorized
+    from cassandra.cluster import NoHostAvailable, OperationTimedOut
+    from confluent_kafka import KafkaException
+
+    from casscade.verify.event_decoder import EventDecodeError, EventDecoder
+    from casscade.verify.table_rows import TableRows
+    from casscade.verify.verifier import stream_of, verify_table
+    from shared.capture import captured_table
+
+    name = f"{table.keyspace}.{table.table}"
+    published = captured_table(table, capture.actions(table))
+    rows = TableRows(session, table, events.modes, capture, options.consistency, options.rate,
+                     events.static_only_rows == "skip")
+    decoder = EventDecoder(events, published, schemas)
+    try:
+        stream = stream_of(kafka, prefix, published, decoder, events.modes, options)
+        return verify_table(stream, rows, published, events.modes, options, _progress())
+    except EventDecodeError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KafkaException as exc:
+        raise click.ClickException(f"reading the events of {name} failed: {exc}") from None
+    except Unauthorized as exc:
+        raise click.ClickException(
+            f"reading {name} was refused: {exc} (the role in cassandra.username needs "
+            "SELECT on the table)") from None
+    except (RequestExecutionException, NoHostAvailable, OperationTimedOut) as exc:
+        raise _cassandra_failed(exc, name, options.consistency) from None
 
 
 def _cassandra_failed(exc: Exception, table: str, consistency: str) -> click.ClickException:

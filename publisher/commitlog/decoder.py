@@ -192,26 +192,7 @@ class MutationDecoder:
         p += 1
         if flags & _IS_EMPTY:
             return PartitionUpdate(table.schema, key, None, None, [], []), p
-        # EncodingStats: the bases of every delta below.
-        u, p = _uvint(buf, p)
-        min_ts = ((u + TIMESTAMP_EPOCH) & _U64)
-        if min_ts >= _S64:
-            min_ts -= 1 << 64
-        u = buf[p]
-        if u < 0x80:  # the usual case: no deletions or TTLs, one-byte deltas
-            min_ldt = u + DELETION_TIME_EPOCH
-            p += 1
-        else:
-            u, p = _uvint(buf, p)
-            min_ldt = _s32(u) + DELETION_TIME_EPOCH
-        u = buf[p]
-        if u < 0x80:
-            min_ttl = u
-            p += 1
-        else:
-            u, p = _uvint(buf, p)
-            min_ttl = _s32(u)
-        ctx = (min_ts, min_ldt, min_ttl, unsigned_ldt)
+        ctx, p = _encoding_stats(buf, p, unsigned_ldt)
 
         statics: list[_Col] = []
         if flags & _HAS_STATIC_ROW:
@@ -368,3 +349,29 @@ class MutationDecoder:
             start, p = _deletion(buf, p, ctx)
             return RangeTombstoneMarker(kind, values, None, start), p
         raise DecodeError(f"invalid range tombstone bound kind {kind}")
+
+
+def _encoding_stats(buf: bytes, p: int, unsigned_ldt: bool
+                    ) -> tuple[tuple[int, int, int, bool], int]:
+    """A partition update's EncodingStats at `p`, the bases of every delta in it: (minimum
+    timestamp, local deletion time, TTL, whether deletion times are unsigned), and where it
+    ends."""
+    u, p = _uvint(buf, p)
+    min_ts = ((u + TIMESTAMP_EPOCH) & _U64)
+    if min_ts >= _S64:
+        min_ts -= 1 << 64
+    u = buf[p]
+    if u < 0x80:  # the usual case: no deletions or TTLs, one-byte deltas
+        min_ldt = u + DELETION_TIME_EPOCH
+        p += 1
+    else:
+        u, p = _uvint(buf, p)
+        min_ldt = _s32(u) + DELETION_TIME_EPOCH
+    u = buf[p]
+    if u < 0x80:
+        min_ttl = u
+        p += 1
+    else:
+        u, p = _uvint(buf, p)
+        min_ttl = _s32(u)
+    return (min_ts, min_ldt, min_ttl, unsigned_ldt), p
