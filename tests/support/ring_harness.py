@@ -97,6 +97,20 @@ class RingPublishers:
             wait_until(caught_up, timeout_s, f"node {n}'s agent to publish what it synced")
 
 
+def submit_command(master: str, packed: Path, bootstrap: str, prefix: str, checkpoint: str,
+                   *settings: str) -> list[str]:
+    """`deploy/spark/submit.sh` of the job, --available-now, to the standalone cluster at
+    `master` with the packed environment and the jars the stack fetched; `settings`: more
+    --set items (KEY=VALUE)."""
+    cmd = ["deploy/spark/submit.sh", "--master", master, "--local-jars", "--env", str(packed),
+           "--"]
+    for item in (f"kafka.bootstrap_servers={bootstrap}", f"kafka.topic_prefix={prefix}",
+                 f"spark.checkpoint={checkpoint}", *settings, "log.format=text",
+                 "http.port=0"):
+        cmd += ["--set", item]
+    return [*cmd, "--available-now"]
+
+
 def pinned_sessions(ring: StackSettings) -> dict[int, Any]:
     """One CQL session per node, each sending every request to its own node."""
     from devstack.cassandra import cql_cluster

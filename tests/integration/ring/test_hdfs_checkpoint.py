@@ -31,7 +31,13 @@ from shared.topic_names import raw_topic
 
 from support.materializer_harness import kill_group, read_events
 from support.raw_copies import copy_raw
-from support.ring_harness import check_events, keyspace_tables, rf3_keyspace, run_ring_workload
+from support.ring_harness import (
+    check_events,
+    keyspace_tables,
+    rf3_keyspace,
+    run_ring_workload,
+    submit_command,
+)
 from support.services import wait_until
 
 pytestmark = pytest.mark.integration
@@ -86,13 +92,10 @@ class Run:
                ) -> subprocess.Popen:
         """The job on the standalone cluster through submit.sh and the packed environment,
         --available-now in about BATCHES micro-batches (`user`: its HDFS user)."""
-        cmd = ["deploy/spark/submit.sh", "--master", cluster.master_url(self.spark),
-               "--local-jars", "--env", str(self.packed), "--",
-               "--set", f"kafka.bootstrap_servers={self.env['ring'].bootstrap_servers}",
-               "--set", f"kafka.topic_prefix={self.prefix}",
-               "--set", f"spark.checkpoint={checkpoint or self.checkpoint}",
-               "--set", f"kafka.max_offsets_per_trigger={max(200, self.sent // BATCHES)}",
-               "--set", "log.format=text", "--set", "http.port=0", "--available-now"]
+        cmd = submit_command(cluster.master_url(self.spark), self.packed,
+                             self.env["ring"].bootstrap_servers, self.prefix,
+                             checkpoint or self.checkpoint,
+                             f"kafka.max_offsets_per_trigger={max(200, self.sent // BATCHES)}")
         extra = {"HADOOP_USER_NAME": user} if user else {}
         return subprocess.Popen(cmd, cwd=repo_root(),
                                 env=dict(os.environ, PYTHON=sys.executable, **extra),

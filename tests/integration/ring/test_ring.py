@@ -45,6 +45,7 @@ from support.ring_harness import (
     raw_records,
     rf3_keyspace,
     run_ring_workload,
+    submit_command,
     without_replays,
     write_probe,
 )
@@ -96,12 +97,8 @@ def _run_on_cluster(env, spark_cluster, name: str, ks: str, packed: Path) -> dic
 
     ring, work = env["ring"], env["work"]
     checkpoint = work / f"ckpt-{name}"
-    cmd = ["deploy/spark/submit.sh", "--master", cluster.master_url(spark_cluster),
-           "--local-jars", "--env", str(packed), "--",
-           "--set", f"kafka.bootstrap_servers={ring.bootstrap_servers}",
-           "--set", f"kafka.topic_prefix={env['prefix']}",
-           "--set", f"spark.checkpoint={checkpoint}", "--set", "log.format=text",
-           "--set", "http.port=0", "--available-now"]
+    cmd = submit_command(cluster.master_url(spark_cluster), packed, ring.bootstrap_servers,
+                         env["prefix"], str(checkpoint))
     log = work / f"{name}.log"
     apps = cluster.worker_dir(spark_cluster, 2) / "work"
     earlier = set(apps.glob("app-*"))  # the session's cluster may have run other jobs
@@ -155,15 +152,11 @@ def test_partition_stores_follow_their_partitions_on_the_cluster(env, staged, sp
     sent = copy_raw(env["ring"], env["prefix"], prefix, 1, seed=22)
     checkpoint = work / "ckpt-partition-cluster"
     commits = checkpoint / "commits"
-    cmd = ["deploy/spark/submit.sh", "--master", cluster.master_url(spark_cluster),
-           "--local-jars", "--env", str(packed_env), "--",
-           "--set", f"kafka.bootstrap_servers={env['ring'].bootstrap_servers}",
-           # a Hadoop URI, as a cluster's checkpoint is (hdfs://, s3a://): the driver's
-           # records go through Spark's file systems
-           "--set", f"kafka.topic_prefix={prefix}",
-           "--set", f"spark.checkpoint=file://{checkpoint}",
-           "--set", f"kafka.max_offsets_per_trigger={max(300, sent // 30)}",
-           "--set", "log.format=text", "--set", "http.port=0", "--available-now"]
+    # the checkpoint as a Hadoop URI, as a cluster's is (hdfs://, s3a://): the driver's
+    # records go through Spark's file systems
+    cmd = submit_command(cluster.master_url(spark_cluster), packed_env,
+                         env["ring"].bootstrap_servers, prefix, f"file://{checkpoint}",
+                         f"kafka.max_offsets_per_trigger={max(300, sent // 30)}")
     log = work / "partition-cluster.log"
     apps = [cluster.worker_dir(spark_cluster, n) / "work" for n in (1, 2)]
     earlier = {a for w in apps for a in w.glob("app-*")}
