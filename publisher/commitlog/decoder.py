@@ -38,14 +38,12 @@ from publisher.commitlog.primitives import U64 as _U64
 from publisher.commitlog.primitives import cell as _cell
 from publisher.commitlog.primitives import clustering as _clustering
 from publisher.commitlog.primitives import deletion as _deletion
+from publisher.commitlog.primitives import encoding_stats as _encoding_stats
 from publisher.commitlog.primitives import local_time as _ldt
 from publisher.commitlog.primitives import s32 as _s32
 from publisher.commitlog.primitives import subset as _subset
 from publisher.commitlog.primitives import uvint as _uvint
 from shared.schema import ColumnSchema, TableSchema
-
-TIMESTAMP_EPOCH = 1442880000000000
-DELETION_TIME_EPOCH = 1442880000
 
 # partition flags
 _IS_EMPTY, _HAS_PARTITION_DELETION, _HAS_STATIC_ROW, _HAS_ROW_ESTIMATE = 0x01, 0x04, 0x08, 0x10
@@ -349,29 +347,3 @@ class MutationDecoder:
             start, p = _deletion(buf, p, ctx)
             return RangeTombstoneMarker(kind, values, None, start), p
         raise DecodeError(f"invalid range tombstone bound kind {kind}")
-
-
-def _encoding_stats(buf: bytes, p: int, unsigned_ldt: bool
-                    ) -> tuple[tuple[int, int, int, bool], int]:
-    """A partition update's EncodingStats at `p`, the bases of every delta in it: (minimum
-    timestamp, local deletion time, TTL, whether deletion times are unsigned), and where it
-    ends."""
-    u, p = _uvint(buf, p)
-    min_ts = ((u + TIMESTAMP_EPOCH) & _U64)
-    if min_ts >= _S64:
-        min_ts -= 1 << 64
-    u = buf[p]
-    if u < 0x80:  # the usual case: no deletions or TTLs, one-byte deltas
-        min_ldt = u + DELETION_TIME_EPOCH
-        p += 1
-    else:
-        u, p = _uvint(buf, p)
-        min_ldt = _s32(u) + DELETION_TIME_EPOCH
-    u = buf[p]
-    if u < 0x80:
-        min_ttl = u
-        p += 1
-    else:
-        u, p = _uvint(buf, p)
-        min_ttl = _s32(u)
-    return (min_ts, min_ldt, min_ttl, unsigned_ldt), p

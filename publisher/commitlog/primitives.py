@@ -1,6 +1,7 @@
-"""The small encodings a mutation is built of: unsigned vints, deletion times, cells,
-clustering prefixes, column subsets (Cassandra's VIntCoding, DeletionTime.Serializer,
-Cell.Serializer, ClusteringPrefix.Serializer, Columns.Serializer).
+"""The small encodings a mutation is built of: unsigned vints, encoding stats, deletion
+times, cells, clustering prefixes, column subsets (Cassandra's VIntCoding,
+EncodingStats.Serializer, DeletionTime.Serializer, Cell.Serializer,
+ClusteringPrefix.Serializer, Columns.Serializer).
 
 Module functions, not methods: cheaper to call on the decoder's hot path. Pure, no I/O.
 """
@@ -15,6 +16,9 @@ from publisher.commitlog.model import Cell, DeletionTime
 LIVE_MARKED_FOR_DELETE_AT = -(1 << 63)
 U64 = (1 << 64) - 1
 S64 = 1 << 63
+# EncodingStats are written as deltas from these (Cassandra's EncodingStats epochs)
+TIMESTAMP_EPOCH = 1442880000000000
+DELETION_TIME_EPOCH = 1442880000
 # cell flags
 CELL_DELETED, CELL_EXPIRING, CELL_EMPTY, CELL_ROW_TS, CELL_ROW_TTL = 1, 2, 4, 8, 16
 # Number of leading one bits of a uvint's first byte = number of extra bytes.
@@ -50,6 +54,32 @@ def local_time(raw: int, unsigned: bool) -> int | None:
     if value >= 1 << 31:
         value -= 1 << 32
     return None if value == 0x7FFFFFFF else value
+
+
+def encoding_stats(buf: bytes, p: int, unsigned_ldt: bool
+                   ) -> tuple[tuple[int, int, int, bool], int]:
+    """A partition update's EncodingStats at `p`, the bases of every delta in it: (minimum
+    timestamp, local deletion time, TTL, whether deletion times are unsigned), and where it
+    ends."""
+    u, p = uvint(buf, p)
+    min_ts = ((u + TIMESTAMP_EPOCH) & U64)
+    if min_ts >= S64:
+        min_ts -= 1 << 64
+    u = buf[p]
+    if u < 0x80:  # the usual case: no deletions or TTLs, one-byte deltas
+        min_ldt = u + DELETION_TIME_EPOCH
+        p += 1
+    else:
+        u, p = uvint(buf, p)
+        min_ldt = s32(u) + DELETION_TIME_EPOCH
+    u = buf[p]
+    if u < 0x80:
+        min_ttl = u
+        p += 1
+    else:
+        u, p = uvint(buf, p)
+        min_ttl = s32(u)
+    return (min_ts, min_ldt, min_ttl, unsigned_ldt), p
 
 
 def deletion(buf: bytes, p: int, ctx: tuple[int, int, int, bool]) -> tuple[DeletionTime, int]:
