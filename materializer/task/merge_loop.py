@@ -13,7 +13,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from materializer.key_materializer import KeyMaterializer, RawRecord, Result
@@ -27,7 +26,6 @@ from shared.table_drop import TABLE_DROP_BYTE, TableDrop, decode_table_drop
 from shared.topic_names import TABLE_ID_SIZE
 
 log = logging.getLogger(__name__)
-Emit = Callable[[Where, Iterable[tuple[str, bytes | None, bytes | None]]], None]
 # The merge's output (in mapInArrow's schema form): events, plus one row per task (topic
 # null) with its copy counts (records_written: the events and dead letters the task wrote
 # in its transactions; under at-least-once Spark's sink writes and counts them)
@@ -92,118 +90,127 @@ def _by_partition(cols: dict[str, list[Any]]
     return [(topic, part, *rows) for (topic, part), rows in split.items()]
 
 
-@dataclass
-class _Collected:
-    """A task's raw records, read: the copies to merge by key (in arrival order), the
-    table-dropped records per partition, and the copy counts."""
-
-    by_key: dict[tuple[str, int, bytes], list[RawRecord]] = field(default_factory=dict)
-    drops: dict[Where, list[TableDrop]] = field(default_factory=dict)
-    copies_in: int = 0
-    dropped: int = 0
-
-
 def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, now: int
           ) -> Iterator[Any]:
     """Arrow batches of raw records (topic, key, value, partition, offset) → Arrow batches of
     TASK_SCHEMA: the events (exactly-once: none, they go into each raw partition's
     transaction), then one row of counts; the keys' state in `stores`."""
-    stats = TaskStats()
-    got = _collect(batches, stores, stats)
-    out: list[tuple[Any, ...]] = []
-
-    def emit(where: Where, outputs: Iterable[tuple[str, bytes | None, bytes | None]]) -> None:
-        if stores.transactional:
-            stores.produce(where, outputs)
-        else:
-            out.extend((t, k, v, *_COUNTS) for t, k, v in outputs)
-
-    for (topic, part, key), records in got.by_key.items():
-        _merge_key(stores, handler, now, stats, emit, (topic, part), key, records)
-        if len(out) >= _CHUNK:
-            yield _batch(out)
-            out.clear()  # (_batch copied it)
-    _fire_expiries(stores, handler, now, emit)
-    for where, table_drops in got.drops.items():
-        for drop in table_drops:
-            stats.drop(drop.name, stores.dropped[where].drop(drop.table_id.bytes))
-    keys = sum(s.estimated_keys() for s in stores.open.values())
-    out.append((None, None, None, got.copies_in, got.dropped, keys, len(stores.open),
-                stores.stores_restored, stores.writes_restored, stores.produced,
-                stats.to_json()))
-    yield _batch(out)
-
-
-def _collect(batches: Iterator[Any], stores: TaskStores, stats: TaskStats) -> _Collected:
-    """Read every input batch: heartbeats counted, table drops noted, copies seen before
-    dropped, the rest grouped by key. A micro-batch's records of one key are merged in one
-    call: how records fall into batches decides which intermediate images are events."""
-    got = _Collected()
+    task = _TaskMerge(stores, handler, now)
+    # a micro-batch's records of one key are merged in one call: how records fall into
+    # batches decides which intermediate images are events
     for batch in batches:
+        task.collect(batch)
+    for (topic, part, key), records in task.by_key.items():
+        task.merge_key((topic, part), key, records)
+        if len(task.out) >= _CHUNK:
+            yield _batch(task.out)
+            task.out.clear()  # (_batch copied it)
+    task.fire_expiries()
+    task.free_dropped()
+    task.out.append(task.counts())
+    yield _batch(task.out)
+
+
+class _TaskMerge:
+    """One task's merge as it goes: the copies read, grouped by key (in arrival order), the
+    table-dropped records per partition, the copy counts, the events not yet handed on."""
+
+    def __init__(self, stores: TaskStores, handler: KeyMaterializer, now: int) -> None:
+        self.stores, self.handler, self.now = stores, handler, now
+        self.stats = TaskStats()
+        self.by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
+        self.drops: dict[Where, list[TableDrop]] = {}
+        self.copies_in = self.dropped = 0
+        self.out: list[tuple[Any, ...]] = []  # at-least-once: Spark's sink writes them
+
+    def collect(self, batch: Any) -> None:
+        """Read one input batch: heartbeats counted, table drops noted, copies seen before
+        dropped, the rest grouped by key."""
+        stores = self.stores
         for topic, part, keys, values, offsets in _by_partition(batch.to_pydict()):
             first_copy = stores.get(topic, part).first_copy
             if not stores.read((topic, part), offsets[0], offsets[-1]):
                 continue  # its batch committed already (exactly-once): nothing to write
-            got.copies_in += len(keys)
+            self.copies_in += len(keys)
             for pk, value, offset in zip(keys, values, offsets, strict=True):
                 if value and value[0] == HEARTBEAT_BYTE:  # its partition's store is open:
-                    got.copies_in -= 1  # that was its work (the expiries below)
+                    self.copies_in -= 1  # that was its work (the expiries below)
                     with contextlib.suppress(ValueError, KeyError):  # a damaged one: no age
                         beat = decode_heartbeat(value)
-                        stats.heartbeat(beat.host, beat.at_ms)
+                        self.stats.heartbeat(beat.host, beat.at_ms)
                     continue
                 if value and value[0] == TABLE_DROP_BYTE:  # freed after the merge
-                    got.copies_in -= 1
-                    _table_drop(got.drops, topic, part, offset, value)
+                    self.copies_in -= 1
+                    _table_drop(self.drops, topic, part, offset, value)
                     continue
                 # (a value of another format goes on, to the dead-letter topic)
                 if value[:1] == VERSION_BYTE and not first_copy(value[1:_COPY_KEY_END]):
-                    got.dropped += 1
+                    self.dropped += 1
                     continue
-                got.by_key.setdefault((topic, part, pk), []).append(
+                self.by_key.setdefault((topic, part, pk), []).append(
                     RawRecord(value, part, offset))
-    return got
 
+    def emit(self, where: Where, outputs: Iterable[tuple[str, bytes | None, bytes | None]]
+             ) -> None:
+        """Hand on events of raw partition `where`: into its transaction (exactly-once), or
+        to the task's output rows."""
+        if self.stores.transactional:
+            self.stores.produce(where, outputs)
+        else:
+            self.out.extend((t, k, v, *_COUNTS) for t, k, v in outputs)
 
-def _merge_key(stores: TaskStores, handler: KeyMaterializer, now: int, stats: TaskStats,
-               emit: Emit, where: Where, key: bytes, records: list[RawRecord]) -> None:
-    """Merge one key's records of the micro-batch with its stored state; emit its events."""
-    topic, part = where
-    if key is None or len(key) <= TABLE_ID_SIZE:  # not a raw key (topic_names.raw_key)
-        emit(where, handler.reject(topic, key, records).outputs)
-        return
-    store = stores.get(topic, part)
-    if stores.dropped[where].dropped_before(key[:TABLE_ID_SIZE]):
-        stats.late += len(records)  # a lagging publisher's copies of a dropped table
-        return
-    blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
-    result = handler.handle(topic, key[TABLE_ID_SIZE:], records, blob, schema_hash, now,
-                            _pages(store, key), key[:TABLE_ID_SIZE])
-    _apply(store, key, timer, result)
-    if result.write_times_us and result.table is not None:
-        written_s = time.time()
-        for ts_us in result.write_times_us:
-            stats.event(result.table, max(0.0, written_s - ts_us / 1e6))
-    emit(where, result.outputs)
+    def merge_key(self, where: Where, key: bytes, records: list[RawRecord]) -> None:
+        """Merge one key's records of the micro-batch with its stored state; emit its
+        events."""
+        topic, part = where
+        if key is None or len(key) <= TABLE_ID_SIZE:  # not a raw key (topic_names.raw_key)
+            self.emit(where, self.handler.reject(topic, key, records).outputs)
+            return
+        store = self.stores.get(topic, part)
+        if self.stores.dropped[where].dropped_before(key[:TABLE_ID_SIZE]):
+            self.stats.late += len(records)  # a lagging publisher's copies of a dropped table
+            return
+        blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
+        result = self.handler.handle(topic, key[TABLE_ID_SIZE:], records, blob, schema_hash,
+                                     self.now, _pages(store, key), key[:TABLE_ID_SIZE])
+        _apply(store, key, timer, result)
+        if result.write_times_us and result.table is not None:
+            written_s = time.time()
+            for ts_us in result.write_times_us:
+                self.stats.event(result.table, max(0.0, written_s - ts_us / 1e6))
+        self.emit(where, result.outputs)
 
+    def fire_expiries(self) -> None:
+        """Fire the due TTL expiries of every store the task opened (not in a partition
+        whose batch committed already)."""
+        for (topic, part), store in self.stores.open.items():
+            if (topic, part) in self.stores.skipped:
+                continue
+            for at_ms, key in list(store.due(self.now)):
+                store.fired(at_ms, key)  # first: the key's next timer may index this again
+                blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
+                if timer == at_ms:  # else the key moved on (or rolled back) since indexed
+                    result = self.handler.expire(key[TABLE_ID_SIZE:], blob, schema_hash,
+                                                 self.now, _pages(store, key), topic)
+                    # old timer None: the next one is indexed even if it is the same time
+                    # (this index entry is spent)
+                    _apply(store, key, None, result)
+                    self.emit((topic, part), result.outputs)
 
-def _fire_expiries(stores: TaskStores, handler: KeyMaterializer, now: int, emit: Emit
-                   ) -> None:
-    """Fire the due TTL expiries of every store the task opened (not in a partition whose
-    batch committed already)."""
-    for (topic, part), store in stores.open.items():
-        if (topic, part) in stores.skipped:
-            continue
-        for at_ms, key in list(store.due(now)):
-            store.fired(at_ms, key)  # first: the key's next timer may index this time again
-            blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
-            if timer == at_ms:  # else the key moved on (or rolled back) since it was indexed
-                result = handler.expire(key[TABLE_ID_SIZE:], blob, schema_hash, now,
-                                        _pages(store, key), topic)
-                # old timer None: the next one is indexed even if it is the same time (this
-                # index entry is spent)
-                _apply(store, key, None, result)
-                emit((topic, part), result.outputs)
+    def free_dropped(self) -> None:
+        """Free the entries of every table a table-dropped record of the batch named."""
+        for where, table_drops in self.drops.items():
+            for drop in table_drops:
+                self.stats.drop(drop.name,
+                                self.stores.dropped[where].drop(drop.table_id.bytes))
+
+    def counts(self) -> tuple[Any, ...]:
+        """The task's row of counts (TASK_SCHEMA, topic null)."""
+        stores = self.stores
+        keys = sum(s.estimated_keys() for s in stores.open.values())
+        return (None, None, None, self.copies_in, self.dropped, keys, len(stores.open),
+                stores.stores_restored, stores.writes_restored, stores.produced,
+                self.stats.to_json())
 
 
 def _table_drop(drops: dict[Where, list[TableDrop]], topic: str, part: int,
