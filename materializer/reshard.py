@@ -17,7 +17,6 @@ left for the operator to delete.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import uuid
@@ -98,12 +97,12 @@ def reshard(kafka: dict[str, str], prefix: str, files: Files,
     from materializer.kafka.changelog import Changelogs
     from shared.kafka_topics import read_to_end
 
-    counts = files.read_text(records.PARTITIONS_RECORD)
-    if counts is None or not files.exists(records.CHANGELOG_RECORD):
+    known = records.partition_counts(files)
+    old_id = records.recorded_job_id(files)
+    if known is None or old_id is None:
         raise ReshardRefused(f"{files.location}: not a checkpoint of the partition stores "
                              "with changelogs (run the job on it first)")
     partition_of = partition_function(partitioner)
-    known: dict[str, int] = json.loads(counts)
     fewer = {t: n for t, n in known.items() if n > partitions}
     if fewer:
         raise ReshardRefused(f"a raw topic with more than {partitions} partitions (Kafka "
@@ -115,8 +114,7 @@ def reshard(kafka: dict[str, str], prefix: str, files: Files,
     if left:
         raise ReshardRefused(f"raw records not processed yet: {left}; stop the publishers, "
                              "run the job with --available-now to its end, then reshard")
-    old_id = records.job_id(files)
-    new_id = uuid.uuid4().hex[:12]
+    new_id = records.new_job_id()
     new_logs = Changelogs(kafka, prefix, new_id, replication)
     new_logs.ensure(partitions)
     moved = 0
@@ -139,9 +137,9 @@ def reshard(kafka: dict[str, str], prefix: str, files: Files,
     grow = {t: NewPartitions(t, partitions) for t, n in current.items() if n < partitions}
     for future in (admin.create_partitions(list(grow.values())).values() if grow else ()):
         future.result(timeout=60)
-    files.write_text(records.CHANGELOG_RECORD, json.dumps({"job_id": new_id}))
-    grown = {t: partitions for t in known} | {t: partitions for t in current}
-    files.write_text(records.PARTITIONS_RECORD, json.dumps(grown, sort_keys=True))
+    records.write_job_id(files, new_id)
+    records.write_partition_counts(files, {t: partitions for t in known}
+                                   | {t: partitions for t in current})
     if not is_uri(files.location):  # a local master's stores
         root = state_root(Path(files.location))
         for store_dir in (d for d in root.iterdir() if d.is_dir()):

@@ -30,12 +30,40 @@ PARTITIONS_RECORD = f"{STATE_DIR}/partitions.json"  # the raw topic's partition 
 def job_id(files: Files) -> str:
     """The id of a checkpoint's partition stores, in their changelog topics' names: made
     the first time the checkpoint runs, then read back."""
-    text = files.read_text(CHANGELOG_RECORD)
-    if text is not None:
-        return str(json.loads(text)["job_id"])
-    made = uuid.uuid4().hex[:12]
-    files.write_text(CHANGELOG_RECORD, json.dumps({"job_id": made}))
+    known = recorded_job_id(files)
+    if known is not None:
+        return known
+    made = new_job_id()
+    write_job_id(files, made)
     return made
+
+
+def recorded_job_id(files: Files) -> str | None:
+    """The stores' job id the checkpoint records, None before its first run."""
+    text = files.read_text(CHANGELOG_RECORD)
+    return None if text is None else str(json.loads(text)["job_id"])
+
+
+def new_job_id() -> str:
+    """A new id for a checkpoint's partition stores (a first run, or a reshard)."""
+    return uuid.uuid4().hex[:12]
+
+
+def write_job_id(files: Files, job: str) -> None:
+    """Record `job` as the id of the checkpoint's partition stores."""
+    files.write_text(CHANGELOG_RECORD, json.dumps({"job_id": job}))
+
+
+def partition_counts(files: Files) -> dict[str, int] | None:
+    """{raw topic: partition count} as the checkpoint records it, None before its first
+    run."""
+    text = files.read_text(PARTITIONS_RECORD)
+    return None if text is None else json.loads(text)
+
+
+def write_partition_counts(files: Files, counts: dict[str, int]) -> None:
+    """Record the raw topics' partition counts."""
+    files.write_text(PARTITIONS_RECORD, json.dumps(counts, sort_keys=True))
 
 
 class CheckpointRefused(Exception):
@@ -55,8 +83,7 @@ def check_start(files: Files, started: bool, partitions: dict[str, int], prefix:
             "store), which this casscade no longer has; start a new spark.checkpoint with "
             "kafka.starting_offsets earliest (docs/operations.md \"Upgrading from the "
             "spark state mode\")")
-    text = files.read_text(PARTITIONS_RECORD)
-    known = json.loads(text) if text is not None else {}
+    known = partition_counts(files) or {}
     old = topic_names.per_table_raw_topics(prefix, set(known))
     if old:
         raise CheckpointRefused(
@@ -72,7 +99,7 @@ def check_start(files: Files, started: bool, partitions: dict[str, int], prefix:
             + ", ".join(f"{t} {a} -> {b}" for t, (a, b) in sorted(grown.items()))
             + "; give it its new count with `casscade materializer reshard`, which moves "
             "the stores with their keys (docs/operations.md \"State without shuffles\")")
-    files.write_text(PARTITIONS_RECORD, json.dumps(known | partitions, sort_keys=True))
+    write_partition_counts(files, known | partitions)
 
 
 def check_owner(files: Files, cluster: str | None, prefix: str) -> None:
