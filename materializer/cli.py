@@ -17,6 +17,7 @@ from shared.metrics import Registry
 from shared.reach import reach_or_exit
 
 if TYPE_CHECKING:
+    from materializer.output.event_settings import EventSettings
     from materializer.settings import MaterializerConfig
 
 log = logging.getLogger("casscade.materializer")
@@ -54,11 +55,13 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     A query that fails on something transient (a broker restart, a lost executor) is
     started again from its checkpoint (spark.max_restarts, spark.restart_backoff_s);
     a permanent failure (data lost, a checkpoint that does not fit) ends the run.
+    One job per topic prefix: a job with another checkpoint is refused while this one runs
+    (kafka.job_lease_s).
     """
     from materializer.checkpoint.files import CheckpointFileError
     from materializer.checkpoint.records import CheckpointRefused
-    from materializer.kafka.avro_registry import registry_checks
-    from materializer.kafka.start_topics import OldRawLayout, raw_partitions
+    from materializer.kafka.job_lease import LeaseLost
+    from materializer.kafka.start_topics import OldRawLayout
     from materializer.spark import job
     from materializer.spark.query_runner import QueryFailed, run_query
     from shared.config import to_dict
@@ -74,15 +77,15 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     except ValueError as exc:  # ConfigError is one
         raise click.UsageError(str(exc)) from exc
     setup_logging(cfg.log.level, cfg.log.format)
-    # before Spark: one line if Kafka or the registry is not there
-    reach_or_exit(kafka, *registry_checks(events))
-    try:
-        raw_partitions(kafka, cfg.kafka.topic_prefix)  # the raw layout, before Spark too
-    except OldRawLayout as exc:
-        raise click.ClickException(str(exc)) from None
+    _check_kafka(cfg, events, kafka)
     progress = ProgressMetrics(Registry())
     running: list[Any] = []  # the query, once started (for /health)
-    http = _serve(cfg, running, progress)  # first: a taken port fails before Spark starts
+    lease = _lease(cfg)  # first: a prefix another job writes fails before Spark starts,
+    try:
+        http = _serve(cfg, running, progress)  # and so does a taken port
+    except click.ClickException:
+        lease.release()
+        raise
     stop = StopRequest(cfg.spark.stop_timeout_s)
     stop.install()  # a signal while Spark starts: stop once it has
     # a fresh start takes 20-50 s before the first events: say what it is doing meanwhile
@@ -91,8 +94,9 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     stop.install()  # PySpark's SparkContext installs a SIGINT handler of its own
     spark.sparkContext.setLogLevel("WARN")
     try:
-        run_query(spark, cfg, progress, stop, running, available_now)
-    except (CheckpointRefused, OldRawLayout, CheckpointFileError, QueryFailed) as exc:
+        run_query(spark, cfg, progress, stop, running, available_now, lease)
+    except (CheckpointRefused, OldRawLayout, CheckpointFileError, QueryFailed,
+            LeaseLost) as exc:
         raise click.ClickException(str(exc)) from exc
     except StopHung as exc:
         log.error(f"{exc}; killing the driver JVM (the micro-batch it ran runs again at the "
@@ -106,6 +110,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
             "copies_dropped": int(progress.copies_dropped.get()),
             "stores_restored": int(progress.stores_restored.get()),
             "records_written": int(progress.output_rows.get())})
+        lease.release()
         if http is not None:
             http.shutdown()
         if not stop.hung:
@@ -131,7 +136,8 @@ def reshard(partitions: int, partitioner: str, config_file: Path | None,
     Then this writes every store's entries to a new changelog topic at their keys' new
     partitions, adds the partitions to the raw topic, and records both in the checkpoint;
     start the publishers and the job. Prints a JSON summary, with the old changelog topic
-    to delete.
+    to delete. A raw topic given partitions by hand: reshard to the count it has now, taken
+    when every record not yet processed is in its key's partition for that count.
     """
     from materializer.checkpoint.files import CheckpointFileError, is_uri
     from materializer.kafka.start_topics import OldRawLayout
@@ -156,6 +162,38 @@ def reshard(partitions: int, partitioner: str, config_file: Path | None,
         if spark is not None:
             spark.stop()
     click.echo(json.dumps(report, indent=1))
+
+
+def _check_kafka(cfg: MaterializerConfig, events: EventSettings, kafka: dict[str, str]
+                 ) -> None:
+    """Before Spark, one line each: Kafka or the registry not there, the raw topics of an
+    earlier layout, a transaction timeout the brokers refuse."""
+    from materializer.kafka.avro_registry import registry_checks
+    from materializer.kafka.start_topics import OldRawLayout, raw_partitions
+    from materializer.kafka.transactions import TimeoutRefused, check_timeout
+
+    reach_or_exit(kafka, *registry_checks(events))
+    try:
+        raw_partitions(kafka, cfg.kafka.topic_prefix)
+        if events.exactly_once:
+            check_timeout(kafka, events.transaction_timeout_s)
+    except (OldRawLayout, TimeoutRefused) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _lease(cfg: MaterializerConfig) -> Any:
+    """This job's lease on its topic prefix, taken (one line if another job holds it)."""
+    from confluent_kafka import KafkaException
+
+    from materializer.kafka.job_lease import JobLease, LeaseRefused
+
+    lease = JobLease(cfg.kafka.client(), cfg.kafka.topic_prefix, str(cfg.spark.checkpoint),
+                     cfg.events.replication_factor, cfg.kafka.job_lease_s)
+    try:
+        lease.acquire()
+    except (LeaseRefused, KafkaException) as exc:
+        raise click.ClickException(str(exc)) from None
+    return lease
 
 
 def _serve(cfg: MaterializerConfig, running: list[Any], progress: ProgressMetrics) -> Any:

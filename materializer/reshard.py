@@ -8,6 +8,11 @@ already in the old partition would still be read by the old partition's task. Wi
 publishers stopped and the job run to the end of the raw topics, there are no such records,
 so each key's state can move in one step, and no event is emitted or lost by the move.
 
+Raw partitions added by hand (outside reshard): the job refuses to start, and the stores can
+still move if every record not yet processed is in its key's partition for the count the
+topic has now (written after the partitions were added): those records then meet the
+moved state in order.
+
 The steps, each safe to run again if one fails: the new changelog topic (a new job id)
 takes every store's entries at their new partitions; the raw topic gains partitions; the
 checkpoint's records name the new job id and partition count; this machine's old stores
@@ -21,6 +26,7 @@ import logging
 import shutil
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +69,14 @@ def undrained(ends: dict[str, dict[int, int]], done: dict[str, dict[int, int]]
     left = {t: sum(max(0, end - done.get(t, {}).get(p, 0)) for p, end in parts.items())
             for t, parts in ends.items()}
     return {t: n for t, n in left.items() if n}
+
+
+def strays(records: Iterable[tuple[int, int, bytes]], partitions: int,
+           partition_of: Any) -> list[tuple[int, int]]:
+    """(partition, offset) of each unprocessed raw record (partition, offset, key) that is
+    not in its key's partition for `partitions` partitions: written before partitions were
+    added, its key's state would move away from it."""
+    return [(p, o) for p, o, key in records if partition_of(key, partitions) != p]
 
 
 def reshard_entries(entries: dict[int, dict[bytes, bytes]], partitions: int,
@@ -110,7 +124,12 @@ def reshard(kafka: dict[str, str], prefix: str, files: Files,
     admin = AdminClient(kafka)
     current = raw_partitions(kafka, prefix)
     ends = _ends(kafka, current)
-    left = undrained(ends, committed_offsets(files))
+    done = committed_offsets(files)
+    left = undrained(ends, done)
+    by_hand = {t: n for t, n in current.items() if n > known.get(t, n)}
+    if left and by_hand:
+        _check_grown_by_hand(kafka, by_hand, partitions, ends, done, partition_of)
+        left = {}
     if left:
         raise ReshardRefused(f"raw records not processed yet: {left}; stop the publishers, "
                              "run the job with --available-now to its end, then reshard")
@@ -147,6 +166,43 @@ def reshard(kafka: dict[str, str], prefix: str, files: Files,
     return {"raw_topics": {t: [n, partitions] for t, n in sorted(known.items())},
             "entries_written": moved, "job_id": new_id,
             "old_changelog_topics": [changelog_topic(prefix, old_id)]}
+
+
+def _check_grown_by_hand(kafka: dict[str, str], grown: dict[str, int], partitions: int,
+                         ends: dict[str, dict[int, int]], done: dict[str, dict[int, int]],
+                         partition_of: Any) -> None:
+    """A raw topic given partitions outside reshard, with records since: the stores can
+    move to the count it has now if every record not yet processed is in its key's
+    partition for that count (then it was written after the partitions were added, or its
+    key did not move). ReshardRefused otherwise, naming what stands in the way."""
+    from confluent_kafka import Consumer
+
+    from shared.kafka_topics import read_range
+
+    for topic, count in grown.items():
+        if partitions != count:
+            raise ReshardRefused(
+                f"{topic} was given {count} partitions outside reshard: reshard it to that "
+                f"count first (--partitions {count}), then to {partitions}")
+        consumer = Consumer(kafka | {"group.id": f"casscade-reshard-{uuid.uuid4().hex[:8]}",
+                                     "enable.auto.commit": False})
+        try:
+            unread = ((p, msg.offset(), msg.key() or b"")
+                      for p, end in ends[topic].items()
+                      for msg in read_range(consumer, topic, p, done.get(topic, {}).get(p, 0),
+                                            end))
+            found = strays(unread, count, partition_of)
+        finally:
+            consumer.close()
+        if found:
+            raise ReshardRefused(
+                f"{topic} was given {count} partitions outside reshard, and {len(found)} "
+                f"records written before that are not processed yet (the first: partition "
+                f"{found[0][0]}, offset {found[0][1]}): their keys' state would move away "
+                "from them. The state has to be built again: docs/operations.md \"Raw "
+                "partitions added by hand\"")
+        log.info("raw partitions added by hand: every record left is in its key's "
+                 "partition", extra={"topic": topic, "partitions": count})
 
 
 def _ends(kafka: dict[str, str], counts: dict[str, int]) -> dict[str, dict[int, int]]:

@@ -27,6 +27,8 @@ _PERMANENT = [
          "the checkpoint does not fit this job (another job's, or changed settings)"),
         (r"StateAhead", "a partition store is ahead of its checkpoint: it belongs to "
          "another checkpoint"),
+        (r"INVALID_TRANSACTION_TIMEOUT|InvalidTransactionTimeout",
+         "events.transaction_timeout_s is over the brokers' transaction.max.timeout.ms"),
         (r"PYTHON_VERSION_MISMATCH|ModuleNotFoundError|ImportError",
          "the executors' Python environment is broken"),
     ]

@@ -26,6 +26,14 @@ class KafkaSettings:
     producer: dict[str, str] = field(default_factory=dict)  # extra kafka.* sink options
     # how every Kafka client of this stage authenticates and encrypts (SASL, TLS)
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    # one job per topic prefix (materializer.kafka.job_lease): a job renews its lease every
+    # sixth of this; another checkpoint's job is refused until this long after the last
+    # renewal (a job that died frees the prefix then), and a job that lost it stops
+    job_lease_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.job_lease_s < 3:
+            raise ValueError(f"kafka.job_lease_s must be at least 3 s, not {self.job_lease_s}")
 
     def client(self) -> dict[str, str]:
         """librdkafka settings of this stage's own clients: the brokers and the door."""
@@ -92,6 +100,11 @@ class SparkSettings:
     def __post_init__(self) -> None:
         if "://" not in str(self.checkpoint):  # a URI keeps its "//"; a path is tidied
             self.checkpoint = str(Path(self.checkpoint).expanduser())
+        if str(self.conf.get("spark.speculation", "false")).strip().lower() != "false":
+            raise ValueError(
+                "spark.conf spark.speculation: the job runs without it (a speculative "
+                "attempt of a task would be a second writer of its partition's store and "
+                "changelog; under at-least-once nothing fences it): remove the setting")
 
 
 @dataclass

@@ -13,8 +13,12 @@ The layout (docs/architecture.md "Raw records"):
 - `<prefix>.materializer.dead-letter`, `<prefix>.avro-schemas`: the defaults of their
   settings.
 
-And one name that is not a topic's: the transactional id of each raw partition of a
-materializer job (exactly-once delivery), `casscade.<prefix>.<job id>.<raw topic>.<partition>`.
+- `<prefix>.jobs`: the claim of the materializer job that holds the prefix's lease
+  (compacted; `materializer.kafka.job_lease`).
+
+And names that are not a topic's: transactional ids, all under `casscade.<prefix>.`: each
+raw partition's (exactly-once delivery), `casscade.<prefix>.<raw topic>.<partition>`, and
+the job lease's, `casscade.<prefix>.job-lease`.
 
 Cassandra's keyspace and table names have no dots, so `<prefix>.raw.<keyspace>.<table>`
 (the per-table raw topics of an earlier casscade) cannot be taken for any name here; such
@@ -73,10 +77,22 @@ def transactional_id_prefix(prefix: str) -> str:
     return f"casscade.{prefix}."
 
 
-def transactional_id(prefix: str, job_id: str, raw_topic: str, partition: int) -> str:
-    """The Kafka transactional id of materializer job `job_id`'s raw partition (exactly-once
-    delivery: one producer at a time may hold it, so a newer attempt fences older ones)."""
-    return f"{transactional_id_prefix(prefix)}{job_id}.{raw_topic}.{partition}"
+def transactional_id(prefix: str, raw_topic: str, partition: int) -> str:
+    """The Kafka transactional id of a raw partition (exactly-once delivery): one producer at
+    a time may hold it, so a newer attempt fences older ones, of its own job or of another
+    job on the prefix (whose commits then stop: `materializer.kafka.job_lease`)."""
+    return f"{transactional_id_prefix(prefix)}{raw_topic}.{partition}"
+
+
+def lease_transactional_id(prefix: str) -> str:
+    """The transactional id of the prefix's job lease (a raw topic's name holds `.raw`, so
+    no raw partition's id is this)."""
+    return f"{transactional_id_prefix(prefix)}job-lease"
+
+
+def job_topic(prefix: str) -> str:
+    """`<prefix>.jobs`: the claim of the job holding the prefix's lease (compacted)."""
+    return f"{prefix}.jobs"
 
 
 def dead_letter_topic(prefix: str) -> str:

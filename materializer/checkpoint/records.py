@@ -1,10 +1,11 @@
 """Every record the job reads in its checkpoint, in one place (no Spark).
 
 casscade's own, beside Spark's files, and the checks a start makes against them: the
-partition stores' job id, the raw topic's partition count, and whose job it is (the Kafka
-cluster and topic prefix it reads). Spark's own, read by `casscade materializer reshard`
-and the tests while the job is stopped: which micro-batch it last committed, and the Kafka
-offsets that batch ended at (its commit and offset logs).
+partition stores' job id, the raw topic's partition count, whose job it is (the Kafka
+cluster and topic prefix it reads), and the events.delivery it last ran with. Spark's own,
+read by `casscade materializer reshard` and the tests while the job is stopped: which
+micro-batch it last committed, and the Kafka offsets that batch ended at (its commit and
+offset logs).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 OWNER_RECORD = f"{STATE_DIR}/owner.json"  # the Kafka cluster id and topic prefix it reads
 CHANGELOG_RECORD = f"{STATE_DIR}/changelog.json"  # the stores' job id
 PARTITIONS_RECORD = f"{STATE_DIR}/partitions.json"  # the raw topic's partition count
+DELIVERY_RECORD = f"{STATE_DIR}/delivery.json"  # events.delivery of the last start
 
 
 def job_id(files: Files) -> str:
@@ -118,6 +120,30 @@ def check_owner(files: Files, cluster: str | None, prefix: str) -> None:
             f"{theirs['kafka_cluster']}; this config reads {topic_names.raw_topic(prefix)} on "
             f"Kafka cluster {cluster}: give this job a "
             "spark.checkpoint of its own")
+
+
+def check_delivery(files: Files, delivery: str) -> None:
+    """Refuse a change of events.delivery while a micro-batch of the other mode is
+    unfinished; record this start's. Why: Spark runs an unfinished batch again. Under
+    exactly-once a rerun skips what its first run committed, under at-least-once it writes
+    it all again; so a batch begun at-least-once and finished exactly-once is written
+    twice, and one begun exactly-once and finished at-least-once can meet transactions
+    its first run left open (its stores read changelogs up to them). Between batches
+    the modes share everything else, so a switch there is safe."""
+    text = files.read_text(DELIVERY_RECORD)
+    recorded = None if text is None else str(json.loads(text)["delivery"])
+    if recorded is not None and recorded != delivery:
+        planned = last_batch(files.names("offsets"))
+        done = last_batch(files.names("commits"))
+        if planned is not None and planned != done:
+            raise CheckpointRefused(
+                f"checkpoint {files.location}: micro-batch {planned} began with "
+                f"events.delivery {recorded} and did not finish; finishing it with "
+                f"{delivery} would write its events twice or meet its open transactions. "
+                f"Run the job once with events.delivery {recorded} and --available-now "
+                f"(it finishes every batch, then stops), then start it with {delivery}")
+    if recorded != delivery:
+        files.write_text(DELIVERY_RECORD, json.dumps({"delivery": delivery}))
 
 
 # Spark's logs: commits/<batch> once a micro-batch is done, offsets/<batch> when it is planned

@@ -92,6 +92,11 @@ class Changelogs:
                                   config=TOPIC_CONFIG)
         return counts
 
+    @property
+    def topic(self) -> str:
+        """The job's changelog topic."""
+        return changelog_topic(self.prefix, self.job_id)
+
     def known(self, topics: Iterable[str]) -> None:
         """Take `topics` as made and taking writes."""
         self._creator.known.update(topics)
@@ -251,8 +256,11 @@ class TransactionalChangelog(ChangelogPartition):
         readable."""
         last = self.txn.commit().get((self.topic, self.partition))
         if last is None:  # nothing written: the end read at the store's open stands
-            return self.end() if self._end is None else self._end
-        return self.logs.settled_end(self.topic, self.partition, last)
+            end = self.end() if self._end is None else self._end
+        else:
+            end = self.logs.settled_end(self.topic, self.partition, last)
+        self.txn.changelog_end = end
+        return end
 
     def abort(self) -> int | None:
         """Abort the transaction: nothing of this attempt is visible, and the store, whose
@@ -279,14 +287,16 @@ class ChangelogJob:
     # (events.delivery); `producer`: the user's kafka.producer settings for its producers
     transactional: bool = False
     producer: Mapping[str, str] = field(default_factory=dict)
+    transaction_timeout_ms: int = 300_000  # events.transaction_timeout_s
 
-    def transaction(self, raw_topic: str, partition: int, owner_file: Path
-                    ) -> tuple[PartitionTransaction, bool]:
+    def transaction(self, raw_topic: str, partition: int, owner_file: Path,
+                    changelog_end: int | None = None) -> tuple[PartitionTransaction, bool]:
         """This process's transactional producer of raw partition (raw_topic, partition),
-        and whether it was made now (`transactions.transaction_for`)."""
+        and whether it was made now (`transactions.transaction_for`; `changelog_end`: the
+        partition's changelog end read at the task's start)."""
         return transaction_for(self.kafka, self.producer,
-                               transactional_id(self.prefix, self.job_id, raw_topic,
-                                                partition), owner_file)
+                               transactional_id(self.prefix, raw_topic, partition),
+                               owner_file, self.transaction_timeout_ms, changelog_end)
 
     def changelogs(self) -> Changelogs:
         """This process's Changelogs of the job (a Python worker runs many tasks, and keeps

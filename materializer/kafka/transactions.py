@@ -3,20 +3,23 @@ the partition's events, its store's changelog writes and the record of the raw o
 consumed (`materializer.store.consumed_offsets`), committed together or not at all
 (docs/architecture.md "Exactly once").
 
-The transactional id is per job and raw partition (`shared.topic_names.transactional_id`),
-so the producer of a new attempt at a partition (a retried task, a restarted job, an
-executor that took the partition over) fences every earlier one: Kafka refuses a zombie's
+The transactional id is per topic prefix and raw partition (`shared.topic_names.
+transactional_id`), so the producer of a new attempt at a partition (a retried task, a
+restarted job, an executor that took the partition over, another job on the prefix)
+fences every earlier one: Kafka refuses a zombie's
 writes and commit from the moment the new one has initialised. An initialisation also
 finishes the earlier holder's open transaction (aborted), so what the new attempt then reads
 of the changelog is final.
 
 A Python worker keeps its producers between micro-batches (an initialisation costs a round
 trip to the transaction coordinator, 60 ms to 0.5 s here). A cached producer may have been
-fenced since by another process that ran the partition: each producer writes a token of its
-own to an owner file beside the partition's store, and a task whose cached producer's token
-is not the one there makes a new producer before it reads anything. (On a cluster another
-executor keeps its own stores and owner files: there a fenced producer is found at commit,
-and the task fails and is retried, which Spark does.)
+fenced since by another process that ran the partition, which a task finds before it reads
+anything, and then makes a new producer: on this machine, each producer writes a token of
+its own to an owner file beside the partition's store, and the file holds another; on
+another machine (a cluster's executor that had the partition for a while), that process
+committed to the partition's changelog, whose end is then past the one this producer's
+last commit left. (A process elsewhere that initialised and never committed is not seen:
+then the fenced producer's commit fails, and the task is retried.)
 """
 
 from __future__ import annotations
@@ -36,34 +39,50 @@ from shared.kafka_security import client_conf, with_refusal_log
 log = logging.getLogger(__name__)
 TIMEOUT_S = 60.0
 MAX_RECORD_BYTES = 16 * 1024 * 1024  # as the changelog's (a store entry can be large)
-# How long the broker lets a transaction stay open before it aborts it: the longest
-# micro-batch a task may run (kafka.max_offsets_per_trigger bounds a batch). An attempt that
-# dies leaves its transaction open this long at most (read_committed consumers of the
-# partitions it wrote wait that long) unless the next attempt at its partition comes first,
-# which aborts it at once. The broker's transaction.max.timeout.ms (15 min by default)
-# must allow it.
-TRANSACTION_TIMEOUT_MS = 300_000
+EVENT_PARTITIONER = "murmur2_random"  # Java's: murmur2 of the key (keyless: any partition)
 
 
 class TransactionFailed(Exception):
-    """A partition's transaction could not commit: nothing of it is visible to
-    read_committed consumers."""
+    """A partition's transaction did not commit here: it was aborted (nothing of it is
+    visible to read_committed consumers), or its outcome is unknown (the commit request
+    timed out or its connection failed: the coordinator may have taken it). The task
+    fails either way; the next attempt's producer initialises under the same
+    transactional id, which settles an unknown outcome before the attempt reads anything:
+    a commit the coordinator took completes (the attempt finds the batch recorded in the
+    store and writes nothing again), any other is aborted (the attempt writes the
+    partition's batch)."""
+
+
+def is_fenced(exc: KafkaException) -> bool:
+    """Whether a transactional producer's error means it is done for: fenced by a newer
+    producer of its transactional id, or fatally failed."""
+    err = exc.args[0]
+    return bool(err.fatal()) or err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                               KafkaError.INVALID_PRODUCER_EPOCH)
 
 
 class PartitionTransaction:
     """The transactional producer of one raw partition of one job, reused batch after batch
     by the Python worker that made it: one transaction at a time."""
 
-    def __init__(self, conf: Mapping[str, str], transactional_id: str) -> None:
+    def __init__(self, conf: Mapping[str, str], transactional_id: str,
+                 timeout_ms: int = 300_000) -> None:
         self.transactional_id = transactional_id
         self.token = uuid.uuid4().hex  # what the owner file holds while this one is newest
         self.broken = False  # fenced or fatally failed: the process makes a new one
         self._open = False
         self.delivered: dict[tuple[str, int], int] = {}  # (topic, partition) → last offset
+        # its partition's changelog end after this producer's last commit: an end past it
+        # means another producer committed since, and so fenced this one
+        self.changelog_end: int | None = None
         self._failed: str | None = None
         self._producer = Producer(dict(conf) | {
+            # a key's partition as the Java client puts it (Spark's sink under at-least-once,
+            # Kafka Streams, Flink): murmur2, not librdkafka's CRC-32 default
+            "partitioner": EVENT_PARTITIONER,
             "transactional.id": transactional_id,
-            "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+            # (events.transaction_timeout_s, which the start checked against the brokers)
+            "transaction.timeout.ms": timeout_ms,
             "enable.idempotence": True, "acks": "all", "linger.ms": 5,
             "compression.type": "lz4", "message.max.bytes": MAX_RECORD_BYTES})
         try:
@@ -150,8 +169,7 @@ class PartitionTransaction:
     def _fail(self, exc: KafkaException, what: str) -> None:
         """Abort what can be aborted, mark the producer broken if Kafka says so, and raise."""
         err = exc.args[0]
-        fenced = err.fatal() or err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
-                                               KafkaError.INVALID_PRODUCER_EPOCH)
+        fenced = is_fenced(exc)
         if fenced:
             self.broken = True
         elif err.txn_requires_abort():
@@ -172,21 +190,56 @@ _PROCESS: dict[str, PartitionTransaction] = {}
 
 
 def transaction_for(kafka: Mapping[str, str], producer: Mapping[str, str],
-                    transactional_id: str, owner_file: Path) -> tuple[PartitionTransaction, bool]:
+                    transactional_id: str, owner_file: Path, timeout_ms: int = 300_000,
+                    changelog_end: int | None = None) -> tuple[PartitionTransaction, bool]:
     """This process's producer for `transactional_id`, new if it has none, a broken one,
-    or one another process may have fenced since (the owner file holds another token); and
-    whether it is new (initialised now: what was committed under the id before is final)."""
+    or one another process may have fenced since: the owner file holds another token (a
+    process on this machine), or the partition's changelog ends past where this producer's
+    last commit left it (`changelog_end`, read at the task's start: a process on another
+    machine committed since); and whether it is new (initialised now: what was committed
+    under the id before is final)."""
     txn = _PROCESS.get(transactional_id)
     try:
         owner = owner_file.read_text()
     except OSError:
         owner = None
-    if txn is not None and not txn.broken and owner == txn.token:
+    moved = (txn is not None and changelog_end is not None
+             and txn.changelog_end is not None and changelog_end != txn.changelog_end)
+    if txn is not None and not txn.broken and owner == txn.token and not moved:
         return txn, False
     if txn is not None:
         txn.close()
     conf = with_refusal_log(client_conf(kafka), log) | dict(producer)
-    txn = _PROCESS[transactional_id] = PartitionTransaction(conf, transactional_id)
+    txn = _PROCESS[transactional_id] = PartitionTransaction(conf, transactional_id,
+                                                            timeout_ms)
     owner_file.parent.mkdir(parents=True, exist_ok=True)
     owner_file.write_text(txn.token)
     return txn, True
+
+
+class TimeoutRefused(ValueError):
+    """events.transaction_timeout_s is over what the brokers allow."""
+
+
+def check_timeout(kafka: Mapping[str, str], timeout_s: float) -> None:
+    """TimeoutRefused if `timeout_s` is over a broker's transaction.max.timeout.ms; a
+    broker that will not say (no DescribeConfigs right) is passed with a WARNING (then its
+    refusal comes at the first transaction, as INVALID_TRANSACTION_TIMEOUT)."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient(with_refusal_log(client_conf(kafka), log))
+    try:
+        brokers = admin.list_topics(timeout=TIMEOUT_S).brokers
+        wanted = [ConfigResource(ConfigResource.Type.BROKER, str(b)) for b in brokers]
+        for resource, future in admin.describe_configs(wanted,
+                                                       request_timeout=TIMEOUT_S).items():
+            entry = future.result(timeout=TIMEOUT_S).get("transaction.max.timeout.ms")
+            if entry is not None and timeout_s * 1000 > int(entry.value):
+                raise TimeoutRefused(
+                    f"events.transaction_timeout_s {timeout_s:g} is over what broker "
+                    f"{resource.name} allows (transaction.max.timeout.ms {entry.value}, "
+                    f"{int(entry.value) / 1000:g} s): lower it, or raise the brokers' limit")
+    except KafkaException as exc:
+        log.warning("the brokers' transaction.max.timeout.ms could not be read; a transaction "
+                    "timeout over it fails the first transaction",
+                    extra={"events.transaction_timeout_s": timeout_s, "error": str(exc)})

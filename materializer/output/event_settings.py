@@ -50,6 +50,14 @@ class EventSettings:
     # through Spark's Kafka sink, and a micro-batch run again after a fault writes its
     # events again
     delivery: str = EXACTLY_ONCE
+    # exactly-once: how long the broker lets a raw partition's transaction stay open before
+    # it aborts it. A transaction opens at the partition's first write in the merge (after
+    # the task read its input and opened its stores) and commits at the task's end, so this
+    # bounds a task's merge, not its input. An attempt that died holds back read_committed
+    # readers of the partitions it wrote this long at most, unless the next attempt comes
+    # first. Must be within the brokers' transaction.max.timeout.ms (15 min by default):
+    # checked at start.
+    transaction_timeout_s: float = 300.0
     schemas: bool = False  # JsonConverter schemas.enable envelope
     tombstones: bool = True  # null-valued record after each d (for log compaction)
     dead_letter_topic: str | None = None  # default <prefix>.materializer.dead-letter
@@ -91,6 +99,9 @@ class EventSettings:
         if self.delivery not in DELIVERIES:
             raise ValueError(f"events.delivery must be one of {', '.join(DELIVERIES)}, "
                              f"not {self.delivery!r}")
+        if not 1 <= self.transaction_timeout_s <= 24 * 3600:
+            raise ValueError(f"events.transaction_timeout_s must be from 1 s to a day, not "
+                             f"{self.transaction_timeout_s}")
         if self.static_only_rows not in STATIC_ONLY_MODES:
             raise ValueError(f"events.static_only_rows must be one of "
                              f"{', '.join(STATIC_ONLY_MODES)}, not {self.static_only_rows!r}")

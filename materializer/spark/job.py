@@ -155,6 +155,9 @@ def session(cfg: MaterializerConfig, available_now: bool = False,
         builder = builder.config(CONSUMER_CACHE, str(consumer_cache_capacity(raw)))
     for key, value in {**scheduling_conf(s), **s.conf}.items():
         builder = builder.config(key, value)
+    # a speculative second attempt of a task would be a second writer of its partition
+    # store and changelog (SparkSettings refuses the setting; Spark's default is off too)
+    builder = builder.config("spark.speculation", "false")
     if archive is not None and archive.options:
         extra = s.conf.get("spark.driver.extraJavaOptions", "")
         builder = builder.config("spark.driver.extraJavaOptions",
@@ -210,9 +213,12 @@ def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[s
     records.check_start(files, files.exists("commits/0"), raw_partitions,
                                    k.topic_prefix)
     records.check_owner(files, cluster_id(k.client()), k.topic_prefix)
+    records.check_delivery(files, cfg.events.delivery)
     changelog = ChangelogJob(k.client(), k.topic_prefix, records.job_id(files),
                              cfg.events.replication_factor,
-                             transactional=cfg.events.exactly_once, producer=k.producer)
+                             transactional=cfg.events.exactly_once, producer=k.producer,
+                             transaction_timeout_ms=int(cfg.events.transaction_timeout_s
+                                                        * 1000))
     # made now, as the event topics were (`made`: that, for the workers); a raw topic made
     # later gets its changelog from the first task that meets it
     if raw_partitions:

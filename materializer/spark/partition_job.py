@@ -40,6 +40,7 @@ from materializer.key_materializer import KeyMaterializer
 from materializer.output.event_settings import EventSettings
 from materializer.rules.pages import DEFAULT_PAGE_ROWS
 from materializer.spark.progress import PARTITION_METRICS
+from materializer.spark.pyspark_daemon import input_whole
 from materializer.store.layout import EXECUTOR_DIR
 from materializer.task.merge_loop import TASK_SCHEMA, merge
 from materializer.task.task_stores import TaskStores
@@ -65,7 +66,9 @@ def merge_task(root: Path | None, handler_for: Callable[[], KeyMaterializer], wi
                ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The mapInArrow function: one task's records (one Kafka partition's offset range of
     the micro-batch) merged key by key into events, copies dropped, state in its store under
-    `root` (None: the executor's own directory) and in its `changelog`."""
+    `root` (None: the executor's own directory) and in its `changelog`; committed only if
+    the JVM handed over the task's whole input (`pyspark_daemon.input_whole`), else
+    aborted."""
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
 
@@ -82,6 +85,8 @@ def merge_task(root: Path | None, handler_for: Callable[[], KeyMaterializer], wi
         handler = handler_for()
         try:
             yield from merge(batches, stores, handler, now)
+            # commit only a whole input: every raw partition read to the batch's planned end
+            input_whole()
         except BaseException:  # (GeneratorExit too: Spark stopped reading, the task ends)
             stores.close(failed=True)
             raise

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from materializer.checkpoint.files import CheckpointFileError
+from materializer.kafka.job_lease import JobLease, LeaseLost
 from materializer.restarts import RestartPolicy, permanent_reason, short_reason
-from materializer.spark import job
+from materializer.spark import job, stopping
 from materializer.spark.progress import ProgressMetrics
 from materializer.spark.stopping import StopRequest
 
@@ -29,23 +30,59 @@ if TYPE_CHECKING:
 log = logging.getLogger("casscade.materializer")
 
 
+def _jvm_failures() -> tuple[type[BaseException], ...]:
+    from py4j.protocol import Py4JError
+    from pyspark.errors.exceptions.captured import CapturedException
+
+    return Py4JError, CapturedException
+
+
+JVM_FAILURES = _jvm_failures()
+
+
+def start_failure(exc: BaseException) -> str:
+    """A query start's failure in the JVM, in one line: the Java exception and its causes
+    (no stack frames)."""
+    java = getattr(exc, "java_exception", None)
+    causes: list[str] = []
+    try:
+        while java is not None and len(causes) < 5:
+            causes.append(str(java.toString()))
+            java = java.getCause()
+    except Exception:  # noqa: BLE001 (the JVM itself may be gone: use the message)
+        causes = []
+    if not causes:
+        causes = [line.strip() for line in str(exc).splitlines()
+                  if line.strip() and not line.lstrip().startswith("at ")
+                  and "stacktrace" not in line.lower()][:3]
+    return "; caused by ".join(causes)[:2000] or type(exc).__name__
+
+
 class QueryFailed(Exception):
     """The query failed for good: permanently, or too many restarts in a row."""
 
 
 def run_query(spark: SparkSession, cfg: MaterializerConfig, progress: ProgressMetrics,
-              stop: StopRequest, running: list[Any], available_now: bool = False) -> None:
+              stop: StopRequest, running: list[Any], available_now: bool = False,
+              lease: JobLease | None = None) -> None:
     """Run the query until it ends (`available_now`) or `stop` is requested, restarting it
     from its checkpoint after transient failures; each query started is appended to
-    `running` (for /health). StopHung from `stop` when Spark does not stop in time."""
+    `running` (for /health). StopHung from `stop` when Spark does not stop in time;
+    LeaseLost (the query stopped at once) when another job took the prefix's `lease`."""
     policy = RestartPolicy(cfg.spark.max_restarts, cfg.spark.restart_backoff_s)
     restarts = progress.registry.counter(
         "casscade_materializer_query_restarts_total",
         "Failed queries started again from the checkpoint, by the failure's exception class",
         ("reason",))
     while not stop.requested:
+        _check_lease(lease)
         try:
             running.append(job.start(spark, cfg, available_now=available_now))
+        except JVM_FAILURES as exc:
+            # the driver JVM failed to start the query (it could not start a process, a
+            # source failed at its first look): Py4J's error carries the whole Java stack;
+            # the restart policy gets its one-line cause
+            error = start_failure(exc)
         except CheckpointFileError as exc:
             # at the first start: a checkpoint this job cannot reach, read or write (a wrong
             # URI, permissions) is refused at once; at a restart it is the file system away
@@ -58,7 +95,7 @@ def run_query(spark: SparkSession, cfg: MaterializerConfig, progress: ProgressMe
             log.info("query started; its first micro-batch also starts the Python workers",
                      extra={"checkpoint": str(cfg.spark.checkpoint)})
             error = _await(running[-1], progress, policy, stop,
-                           lambda: spark.sparkContext.setLogLevel("ERROR"))
+                           lambda: spark.sparkContext.setLogLevel("ERROR"), lease)
             if error is None or stop.requested:
                 return
         delay = policy.next_delay(error)
@@ -75,10 +112,18 @@ def run_query(spark: SparkSession, cfg: MaterializerConfig, progress: ProgressMe
             time.sleep(0.2)
 
 
+def _check_lease(lease: JobLease | None) -> None:
+    """LeaseLost if another job took the prefix's lease."""
+    if lease is not None and lease.lost is not None:
+        raise LeaseLost(lease.lost)
+
+
 def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy,
-           stop: StopRequest, quiet: Callable[[], None]) -> str | None:
+           stop: StopRequest, quiet: Callable[[], None], lease: JobLease | None = None
+           ) -> str | None:
     """Wait for `query` to end; its error (message with causes), or None when it stopped
-    (`quiet`: turns Spark's log down before a requested stop)."""
+    (`quiet`: turns Spark's log down before a requested stop); LeaseLost, the query
+    stopped at once, when the `lease` is lost."""
     from pyspark.errors import StreamingQueryException
 
     batches = progress.batches.get()
@@ -86,6 +131,10 @@ def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy,
         # wake every second to hand Spark's new progress reports to /metrics and to stop
         # between micro-batches when asked
         while not query.awaitTermination(0.05 if stop.requested else 1):
+            if lease is not None and lease.lost is not None:
+                quiet()
+                stopping.stop_now(query)  # its tasks' commits are fenced already
+                raise LeaseLost(lease.lost)
             stop.stop_between_batches(query, quiet)
             progress.observe_new(query.recentProgress)
             if progress.batches.get() > batches:

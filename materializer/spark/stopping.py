@@ -84,7 +84,7 @@ class StopRequest:
             quiet()
             self._stopping_at = now
             # in a thread of its own: Spark's stop can wait long on a broker that went away
-            self._stopper = threading.Thread(target=_stop, args=(query,), name="stop-query",
+            self._stopper = threading.Thread(target=stop_now, args=(query,), name="stop-query",
                                              daemon=True)
             self._stopper.start()
 
@@ -95,7 +95,8 @@ class StopRequest:
             self._stopper.join(STOP_HANG_S)
 
 
-def _stop(query: Any) -> None:
+def stop_now(query: Any) -> None:
+    """Stop `query` at once (its running micro-batch runs again at the next start)."""
     try:
         query.stop()
     except Exception as exc:  # noqa: BLE001 — py4j's errors: the query ended meanwhile

@@ -145,6 +145,7 @@ class PartitionStore:
         self.path = path
         self.batch = batch
         self._log = changelog
+        self._newest_pending = False
         self._db = self._open()
         self.restored = 0  # writes read back from the changelog by this open
         try:
@@ -157,8 +158,13 @@ class PartitionStore:
                     f"{path} holds micro-batch {_BATCH.unpack(newest)[0]}, newer than the "
                     f"checkpoint's {batch}: it belongs to another checkpoint (keep the state "
                     "directory inside its checkpoint, and remove both together)")
-            if newest != _BATCH.pack(batch):  # (a replay that writes nothing writes nothing)
-                self._put(_NEWEST, _BATCH.pack(batch))
+            # (a replay that writes nothing writes nothing). To the changelog with this
+            # attempt's first write, or at its close: a changelog written in a transaction
+            # opens it at its first write, which should come as late as it can (after the
+            # task has read its input and opened its other stores)
+            self._newest_pending = newest != _BATCH.pack(batch)
+            if self._newest_pending:
+                self._db.put(_NEWEST, _BATCH.pack(batch))
         except BaseException:
             self._db.close()
             raise
@@ -235,13 +241,21 @@ class PartitionStore:
 
     def _put(self, key: bytes, value: bytes) -> None:
         self._db.put(key, value)
-        if self._log is not None:
-            self._log.write(key, value)
+        self._log_write(key, value)
 
     def _delete(self, key: bytes) -> None:
         self._db.delete(key)
-        if self._log is not None:
-            self._log.write(key, None)
+        self._log_write(key, None)
+
+    def _log_write(self, key: bytes, value: bytes | None) -> None:
+        """One write to the changelog, after the batch id this attempt holds back until its
+        first."""
+        if self._log is None:
+            return
+        if self._newest_pending:
+            self._newest_pending = False
+            self._log.write(_NEWEST, _BATCH.pack(self.batch))
+        self._log.write(key, value)
 
     def close(self, failed: bool = False) -> None:
         """Make this attempt's writes durable in the changelog, then flush them to disk with
@@ -250,6 +264,9 @@ class PartitionStore:
         (`Changelog.abort`)."""
         try:
             if self._log is not None:
+                if not failed and self._newest_pending:
+                    self._newest_pending = False
+                    self._log.write(_NEWEST, _BATCH.pack(self.batch))
                 end = self._log.abort() if failed else self._log.flush()
                 if end is not None:
                     self._db.put(_MARK, _MARK_VALUE.pack(end, int(time.time() * 1000)))

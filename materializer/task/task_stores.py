@@ -73,7 +73,9 @@ class TaskStores:
                 if self._ends is None:  # every changelog end this task may need, at once
                     self._ends = self.changelogs.ends(self.changelog_topics)
                 if self.job is not None:
-                    txn, new = self.job.transaction(topic, partition, owner_file(path))
+                    txn, new = self.job.transaction(
+                        topic, partition, owner_file(path),
+                        self._ends.get((self.changelogs.topic, partition)))
                     self.txns[(topic, partition)] = txn
                     # an end read before this producer fenced the earlier ones is not final
                     changelog = self.changelogs.partition(topic, partition,

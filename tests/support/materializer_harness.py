@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -295,3 +295,57 @@ def writes_of(path: Path, batch: int) -> int:
         return count
     finally:
         db.close()
+
+
+def wait_for_log(log: Path, text: str, job: subprocess.Popen, timeout_s: float = 240) -> None:
+    """Wait until the job's log holds `text`; fails with the log's tail if the job ends or
+    the time runs out first."""
+    deadline = time.monotonic() + timeout_s
+    while text not in log.read_text():
+        assert job.poll() is None, log.read_text()[-4000:]
+        assert time.monotonic() < deadline, f"no {text!r} in:\n{log.read_text()[-4000:]}"
+        time.sleep(0.3)
+
+
+def publish_inserts(bootstrap: str, prefix: str, rows: Mapping[int, Iterable[int]],
+                    one_per_batch: bool = False, version: int = 0) -> None:
+    """Inserts of rows of support.mutations' ks.t, row n with partition key n, written
+    straight to the raw topic (made with 2 partitions if missing) partition by partition
+    (`rows`: raw partition → its row numbers), and the table's schema record;
+    `one_per_batch`: a producer batch per record (a reader with a small
+    max.partition.fetch.bytes then reads them a few at a time); `version` > 0: a later
+    write of each row, with another value."""
+    from confluent_kafka import Producer
+
+    from publisher.kafka_sink import schema_record
+    from shared.kafka_topics import TopicCreator
+    from shared.topic_names import raw_key, raw_topic, schema_topic
+
+    from support.mutations import TABLE, body, i32, mutation
+
+    topic = raw_topic(prefix)
+    TopicCreator(bootstrap, 2, 1).ensure(topic)
+    TopicCreator(bootstrap, 1, 1).ensure(schema_topic(prefix))
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0 if one_per_batch else 5}
+                        | ({"batch.num.messages": 1} if one_per_batch else {}))
+    producer.produce(schema_topic(prefix), key=TABLE.schema_hash.encode(),
+                     value=schema_record(TABLE))
+    for part, numbers in rows.items():
+        for n in numbers:
+            v = f"v{n}" if not version else f"v{n}-{version}"
+            (value,) = mutation(n, body("ROW", 0, ts=1000 + n + 1_000_000 * version, v=v,
+                                        insert=True), p=n)
+            producer.produce(topic, key=raw_key(TABLE.id, i32(n)), value=value, partition=part)
+            producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+def inserted_rows(bootstrap: str, prefix: str) -> list[tuple[int, int, dict, dict | None]]:
+    """The events of publish_inserts' table (tombstones left out; none while the job has
+    not made its topic yet)."""
+    try:
+        return [e for e in read_events(bootstrap, f"{prefix}.ks.t") if e[3] is not None]
+    except AssertionError as exc:
+        if f"topic {prefix}.ks.t not found" in str(exc):
+            return []
+        raise

@@ -81,3 +81,56 @@ def test_a_store_rebuilt_from_a_changelog_with_aborted_writes_takes_the_committe
         assert rebuilt.restored > 0 and rebuilt.get(b"k") == b"three"
     finally:
         rebuilt.close()
+
+
+def test_a_cached_producer_another_machine_fenced_is_replaced_before_the_task_reads(
+        stack, tmp_path):
+    """A worker's cached producer of a raw partition, fenced meanwhile by the partition's
+    task on another executor (whose owner file is its own): the changelog's end past the
+    one the cached producer's last commit left makes the next task take a new producer
+    before it opens the store; the cached one could no longer commit."""
+    from materializer.kafka.changelog import ChangelogJob
+    from materializer.kafka.transactions import (
+        PartitionTransaction,
+        TransactionFailed,
+        transaction_for,
+    )
+    from shared.topic_names import transactional_id
+
+    prefix = f"cl{uuid.uuid4().hex[:6]}"
+    kafka = {"bootstrap.servers": stack.bootstrap_servers}
+    job = ChangelogJob(kafka, prefix, "job1", 1, transactional=True)
+    logs = job.changelogs()
+    logs.ensure(2)
+    raw = raw_topic(prefix)
+    topic = changelog_topic(prefix, "job1")
+    owner = tmp_path / "txn-owner.1"
+
+    txn, new = job.transaction(raw, 1, owner)
+    assert new
+    here = logs.partition(raw, 1, None, txn)
+    here.write(b"k", b"here")
+    ours = here.flush()  # committed: the end after our commit
+    assert txn.changelog_end == ours
+
+    # the partition's task on another executor: a producer of its own, same id, commits
+    there = PartitionTransaction(kafka, transactional_id(prefix, raw, 1))
+    there.produce(topic, b"k", b"there", 1)
+    there.commit()
+    there.close()
+    end = logs.settled_end(topic, 1, ours)
+    assert end > ours
+
+    # nothing changed here (same owner file): without the end the cached one comes back
+    cached, new = transaction_for(kafka, {}, transactional_id(prefix, raw, 1), owner)
+    assert cached is txn and not new
+    # with the end read at the task's start, a new producer comes first, and commits
+    fresh, new = job.transaction(raw, 1, owner, end)
+    assert new and fresh is not txn
+    again = logs.partition(raw, 1, None, fresh)
+    again.write(b"k", b"fresh")
+    assert again.flush() > end
+    # the cached one could not have committed
+    txn.produce(topic, b"k", b"stale", 1)
+    with pytest.raises(TransactionFailed, match="fenced"):
+        txn.commit()

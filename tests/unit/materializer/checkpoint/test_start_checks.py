@@ -9,7 +9,9 @@ import pytest
 
 from materializer.checkpoint.files import LocalFiles
 from materializer.checkpoint.records import (
+    DELIVERY_RECORD,
     CheckpointRefused,
+    check_delivery,
     check_owner,
     check_start,
     job_id,
@@ -111,3 +113,48 @@ def test_a_checkpoint_of_another_job_is_refused_by_its_owner(tmp_path) -> None:
         check_owner(LocalFiles(tmp_path), "cluster-b", "shop")
     with pytest.raises(CheckpointRefused, match=r"this config reads billing\.raw "):
         check_owner(LocalFiles(tmp_path), "cluster-a", "billing")
+
+
+def _logs(root, offsets: int, commits: int) -> LocalFiles:
+    """A checkpoint whose offset and commit logs hold batches 0..offsets-1, 0..commits-1."""
+    for log, n in (("offsets", offsets), ("commits", commits)):
+        (root / log).mkdir(exist_ok=True)
+        for b in range(n):
+            (root / log / str(b)).write_text("v1\n{}\n")
+    return LocalFiles(root)
+
+
+def test_the_delivery_mode_is_recorded_and_a_switch_between_batches_is_taken(tmp_path) -> None:
+    files = _logs(tmp_path, offsets=3, commits=3)
+    check_delivery(files, "exactly-once")
+    assert json.loads(files.read_text(DELIVERY_RECORD)) == {"delivery": "exactly-once"}
+    check_delivery(files, "exactly-once")
+    check_delivery(files, "at-least-once")  # every planned batch committed: safe
+    assert json.loads(files.read_text(DELIVERY_RECORD)) == {"delivery": "at-least-once"}
+
+
+@pytest.mark.parametrize(("began", "now"), [("at-least-once", "exactly-once"),
+                                            ("exactly-once", "at-least-once")])
+def test_a_switch_with_a_batch_unfinished_is_refused_with_the_steps(tmp_path, began,
+                                                                    now) -> None:
+    files = _logs(tmp_path, offsets=4, commits=3)
+    check_delivery(files, began)
+    with pytest.raises(CheckpointRefused, match=(
+            rf"micro-batch 3 began with events.delivery {began} and did not finish.*"
+            rf"Run the job once with events.delivery {began} and --available-now")):
+        check_delivery(files, now)
+    assert json.loads(files.read_text(DELIVERY_RECORD)) == {"delivery": began}
+    check_delivery(files, began)  # the same mode finishes it
+
+
+def test_a_checkpoint_without_a_record_takes_this_mode(tmp_path) -> None:
+    files = _logs(tmp_path, offsets=4, commits=3)  # an earlier casscade's, mid-batch
+    check_delivery(files, "at-least-once")
+    assert json.loads(files.read_text(DELIVERY_RECORD)) == {"delivery": "at-least-once"}
+
+
+def test_speculation_is_refused_and_off_by_default() -> None:
+    with pytest.raises(ValueError, match=r"spark\.speculation: the job runs without it"):
+        SparkSettings(conf={"spark.speculation": "true"})
+    assert SparkSettings(conf={"spark.speculation": "false"}).conf
+    assert "spark.speculation" not in SparkSettings().conf

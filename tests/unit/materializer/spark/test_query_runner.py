@@ -3,6 +3,7 @@ Spark's query: what is started again, what ends the run, what it counts."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -45,8 +46,8 @@ class _Clock:
         self.slept += seconds
 
 
-def _run(monkeypatch: pytest.MonkeyPatch, starts: list[Any]) -> tuple[list[Any], Registry,
-                                                                           _Clock]:
+def _run(monkeypatch: pytest.MonkeyPatch, starts: list[Any], lease: Any = None
+         ) -> tuple[list[Any], Registry, _Clock]:
     """run_query over `starts`: each start returns the next query, or raises it."""
     clock = _Clock()
     monkeypatch.setattr(query_runner, "time", clock)
@@ -60,9 +61,9 @@ def _run(monkeypatch: pytest.MonkeyPatch, starts: list[Any]) -> tuple[list[Any],
     monkeypatch.setattr(query_runner.job, "start", start)
     registry = Registry()
     running: list[Any] = []
-    spark = type("Spark", (), {"sparkContext": None})()
+    spark = type("Spark", (), {"sparkContext": SimpleNamespace(setLogLevel=lambda _l: None)})()
     query_runner.run_query(spark, MaterializerConfig(), ProgressMetrics(registry),
-                           StopRequest(), running)
+                           StopRequest(), running, lease=lease)
     return running, registry, clock
 
 
@@ -100,3 +101,81 @@ def test_too_many_failures_in_a_row_end_the_run(monkeypatch) -> None:
     flaky = [_Ended("SparkException: executor lost") for _ in range(11)]
     with pytest.raises(query_runner.QueryFailed, match=r"10 restarts in a row failed"):
         _run(monkeypatch, flaky)
+
+
+class _JavaException:
+    """What Py4J hands over of a Java exception: its toString and its cause."""
+
+    _target_id = "o1"  # (Py4J names the object on the JVM side)
+
+    def __init__(self, text: str, cause: _JavaException | None = None) -> None:
+        self.text, self.cause = text, cause
+
+    def toString(self) -> str:
+        return self.text
+
+    def getCause(self) -> _JavaException | None:
+        return self.cause
+
+
+def test_a_start_the_jvm_fails_is_one_line_and_started_again(monkeypatch) -> None:
+    from py4j.protocol import Py4JJavaError
+
+    spawn = Py4JJavaError("An error occurred while calling o87.start.\n", _JavaException(
+        "org.apache.spark.SparkException: the Python worker could not start",
+        _JavaException("java.io.IOException: Cannot run program \"python3\": error=11, "
+                       "Resource temporarily unavailable")))
+    assert query_runner.start_failure(spawn) == (
+        "org.apache.spark.SparkException: the Python worker could not start; caused by "
+        "java.io.IOException: Cannot run program \"python3\": error=11, Resource "
+        "temporarily unavailable")
+    running, registry, clock = _run(monkeypatch, [spawn, _Ended(None)])
+    assert len(running) == 1 and clock.slept >= 5.0
+    assert 'reason="SparkException"} 1' in registry.render()
+
+
+def test_a_start_the_jvm_fails_for_good_ends_the_run_in_one_line(monkeypatch) -> None:
+    from py4j.protocol import Py4JJavaError
+
+    bad = Py4JJavaError("An error occurred while calling o87.start.\n", _JavaException(
+        "java.lang.IllegalArgumentException: bad option"))
+    with pytest.raises(query_runner.QueryFailed) as failed:
+        _run(monkeypatch, [bad])
+    assert "\n" not in str(failed.value) and "bad option" in str(failed.value)
+
+
+class _Running:
+    """A query that runs until stopped."""
+
+    def __init__(self) -> None:
+        self.recentProgress: list[dict] = []
+        self.status = {"isTriggerActive": True}
+        self.stopped = False
+
+    def awaitTermination(self, _timeout: float) -> bool:
+        return self.stopped
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+class _Lease:
+    """A job lease that another job takes once the query has run a while."""
+
+    def __init__(self, query: _Running, after: int) -> None:
+        self.query, self.after, self.looks = query, after, 0
+
+    @property
+    def lost(self) -> str | None:
+        self.looks += 1
+        return "another job took over" if self.looks > self.after else None
+
+
+def test_a_lost_lease_stops_the_query_at_once_and_ends_the_run(monkeypatch) -> None:
+    from materializer.kafka.job_lease import LeaseLost
+
+    query = _Running()
+    lease = _Lease(query, after=3)
+    with pytest.raises(LeaseLost, match="another job took over"):
+        _run(monkeypatch, [query], lease)
+    assert query.stopped

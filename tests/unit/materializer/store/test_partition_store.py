@@ -307,3 +307,27 @@ def test_a_store_held_by_another_process_is_waited_for_then_refused(tmp_path, ca
     finally:
         proc.kill()
         proc.wait(30)
+
+
+def test_an_open_writes_nothing_to_the_changelog_until_the_first_write(tmp_path) -> None:
+    """A transactional changelog opens its transaction at its first write: opening a store
+    (and reading from it) must not make one, or the transaction would stay open while the
+    task reads its input and opens its other stores."""
+    log = ListChangelog()
+    store = PartitionStore(tmp_path / "s", 1, WINDOW_MS, 0, log)
+    store.get(b"k0")
+    store.first_copy(b"d" * 16)
+    assert log.pending == []
+    store.put(b"k0", b"v0")
+    assert [k for k, _ in log.pending] == [partition_store._NEWEST,
+                                            partition_store._ENTRY + b"k0"]
+    store.close()
+    # a batch that writes nothing still leaves its batch id, at its close
+    store = PartitionStore(tmp_path / "s", 2, WINDOW_MS, 0, log)
+    assert log.pending == []
+    store.close()
+    assert log.durable[-1] == (partition_store._NEWEST, partition_store._BATCH.pack(2))
+    # and what a rebuild reads back is the same store
+    rebuilt = PartitionStore(tmp_path / "r", 3, WINDOW_MS, 0, log)
+    assert rebuilt.get(b"k0") == b"v0" and rebuilt.restored == len(log.durable)
+    rebuilt.close()

@@ -1,0 +1,184 @@
+"""One materializer job per topic prefix: a lease in Kafka that a second job is refused by,
+and that fences a job that lost it.
+
+Why: two jobs on one prefix (two hosts each with a default local checkpoint, a checkpoint
+recreated while the old job runs) each merge every raw record and write every event, so
+read_committed consumers get each change twice, however exactly-once each job is on its
+own. Their tasks' transactional ids are the prefix's, not the job's
+(`shared.topic_names.transactional_id`), so at most one job at a time commits a raw
+partition; the lease makes sure the other one stops instead of taking it back.
+
+How: the lease is a transactional id of the prefix (`shared.topic_names.
+lease_transactional_id`) and a compacted topic `<prefix>.jobs` with the holder's claim
+(host, pid, checkpoint, when). A job that starts reads the last claim: another checkpoint's
+claim renewed within `lease_s` means that job runs, and this one is refused, naming it. Else
+it initialises the lease's producer, which fences the earlier holder's, and writes its
+claim in a transaction; then it renews the claim every `lease_s / 6` seconds, each time in
+a transaction. A holder whose renewal is refused as fenced has lost the lease to the job
+whose claim is now last: it stops at once, naming it. A clean stop writes a released claim,
+so the next job may start at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+
+from confluent_kafka import KafkaException, Producer
+
+from materializer.kafka.transactions import is_fenced
+from shared.kafka_security import client_conf, with_refusal_log
+from shared.kafka_topics import TopicCreator, read_to_end
+from shared.topic_names import job_topic, lease_transactional_id
+
+log = logging.getLogger(__name__)
+LEASE_S = 30.0  # a claim not renewed for this long is a job that is gone
+TIMEOUT_S = 30.0
+_KEY = b"lease"
+# compacted, and rolled often, so a start reads a few hundred records at most
+TOPIC_CONFIG = {"segment.ms": str(10 * 60 * 1000), "min.cleanable.dirty.ratio": "0.01"}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Who holds (or last held) a prefix's lease."""
+
+    checkpoint: str  # where the job keeps its checkpoint (a local path names its host)
+    host: str
+    pid: int
+    at_ms: int  # when it was last renewed
+    released: bool = False
+
+    def describe(self) -> str:
+        """The holder, for a person: which job it is and where it runs."""
+        return f"the job with checkpoint {self.checkpoint} (host {self.host}, pid {self.pid})"
+
+
+class LeaseRefused(Exception):
+    """Another job holds the prefix's lease: this one must not start."""
+
+
+class LeaseLost(Exception):
+    """Another job took the prefix's lease: this one must stop."""
+
+
+def checkpoint_identity(checkpoint: str, host: str) -> str:
+    """One job's checkpoint as other hosts see it: a URI as it is, a local path with its
+    host (two hosts' default local checkpoints are two jobs)."""
+    return checkpoint if "://" in checkpoint else f"{host}:{checkpoint}"
+
+
+def refusal(last: Claim | None, mine: Claim, now_ms: int, lease_s: float) -> str | None:
+    """Why `mine` may not take the lease from `last` (None: it may): another checkpoint's
+    claim, not released, renewed within `lease_s`."""
+    if last is None or last.released or last.checkpoint == mine.checkpoint:
+        return None
+    age_s = (now_ms - last.at_ms) / 1000
+    if age_s >= lease_s:
+        return None
+    return (f"{last.describe()} writes this topic prefix (its lease renewed {age_s:.0f} s "
+            f"ago): one job per prefix. Stop that job first, or give this one another "
+            f"kafka.topic_prefix; a job that died frees the prefix {lease_s:.0f} s after "
+            "its last renewal")
+
+
+class JobLease:
+    """This job's hold on topic prefix `prefix` (acquire, renew in a thread, release)."""
+
+    def __init__(self, kafka: Mapping[str, str], prefix: str, checkpoint: str,
+                 replication: int, lease_s: float = LEASE_S) -> None:
+        self.kafka, self.prefix, self.lease_s = dict(kafka), prefix, lease_s
+        host = socket.gethostname()
+        self.mine = Claim(checkpoint_identity(str(checkpoint), host), host, os.getpid(), 0)
+        self.topic = job_topic(prefix)
+        self._creator = TopicCreator(kafka, 1, replication, TIMEOUT_S)
+        self._producer: Producer | None = None
+        self.lost: str | None = None  # why the lease was lost, once it is
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def last_claim(self) -> Claim | None:
+        """The prefix's last committed claim (None: none yet)."""
+        last = None
+        for msg in read_to_end(self.kafka, self.topic, TIMEOUT_S):
+            if msg.key() == _KEY and msg.value():
+                last = Claim(**json.loads(msg.value()))
+        return last
+
+    def acquire(self) -> None:
+        """Take the lease, or LeaseRefused naming the job that holds it."""
+        self._creator.ensure_many([self.topic], compacted=True, config=TOPIC_CONFIG)
+        why = refusal(self.last_claim(), self.mine, _now_ms(), self.lease_s)
+        if why is not None:
+            raise LeaseRefused(f"topic prefix {self.prefix}: {why}")
+        self._producer = Producer(with_refusal_log(client_conf(self.kafka), log) | {
+            "transactional.id": lease_transactional_id(self.prefix),
+            "transaction.timeout.ms": int(self.lease_s * 2000), "acks": "all"})
+        try:
+            self._producer.init_transactions(TIMEOUT_S)
+        except KafkaException as exc:
+            raise LeaseRefused(f"topic prefix {self.prefix}: the job lease's producer could "
+                               f"not initialise: {exc}") from exc
+        self.renew()
+        self._thread = threading.Thread(target=self._renew_until_stopped, daemon=True,
+                                        name="job-lease")
+        self._thread.start()
+
+    def renew(self, released: bool = False) -> None:
+        """Write this job's claim, now, in a transaction; LeaseLost if fenced."""
+        assert self._producer is not None
+        claim = Claim(**(asdict(self.mine) | {"at_ms": _now_ms(), "released": released}))
+        try:
+            self._producer.begin_transaction()
+            self._producer.produce(self.topic, json.dumps(asdict(claim)).encode(), _KEY)
+            self._producer.commit_transaction(TIMEOUT_S)
+        except KafkaException as exc:
+            if is_fenced(exc):
+                raise LeaseLost(self._taken_by()) from exc
+            if exc.args[0].txn_requires_abort():
+                self._producer.abort_transaction(TIMEOUT_S)
+            raise
+
+    def _taken_by(self) -> str:
+        try:
+            other = self.last_claim()
+        except KafkaException:
+            other = None
+        who = other.describe() if other is not None else "another job"
+        return (f"topic prefix {self.prefix}: {who} took over this prefix's lease; this job "
+                f"({self.mine.describe()}) stops. One job per prefix: stop one of them")
+
+    def _renew_until_stopped(self) -> None:
+        while not self._stop.wait(self.lease_s / 6):
+            try:
+                self.renew()
+            except LeaseLost as exc:
+                self.lost = str(exc)
+                log.error(self.lost)
+                return
+            except KafkaException as exc:  # Kafka away: the next renewal tries again
+                log.warning("the job lease could not be renewed",
+                            extra={"topic_prefix": self.prefix, "error": str(exc)})
+
+    def release(self) -> None:
+        """Stop renewing and mark the lease released (a job may start at once)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(TIMEOUT_S)
+        if self._producer is not None and self.lost is None:
+            try:
+                self.renew(released=True)
+            except (KafkaException, LeaseLost) as exc:
+                log.warning("the job lease could not be released; the next job waits for "
+                            "it to lapse", extra={"topic_prefix": self.prefix,
+                                                  "lease_s": self.lease_s, "error": str(exc)})
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,70 @@
+"""A task stopped while it reads its input, because a sibling task failed, commits nothing
+of it: the job fails the micro-batch, starts again from its checkpoint and moves on, every
+change once (exactly-once, the default).
+
+How: the raw topic has two partitions, so a local[2] job runs each in a task of its own.
+Partition 0's store cannot open (a file stands where its directory goes), so its task
+fails at once; partition 1's task reads its records a few at a time (the source's
+max.partition.fetch.bytes, and one record per producer batch), so it is still reading when
+Spark aborts the stage and kills it. (What its Python worker then does with a cut input is
+held at the worker's stream by tests/unit/materializer/spark/test_cut_input_watch.py.)
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from devstack.settings import StackSettings
+from materializer.store.layout import state_root, store_path
+from shared.topic_names import raw_topic
+
+from support.materializer_harness import (
+    duplicates,
+    inserted_rows,
+    kill_group,
+    materializer_command,
+    publish_inserts,
+    start_materializer,
+    wait_for_log,
+)
+
+pytestmark = pytest.mark.integration
+SLOW_ROWS = 3_000  # partition 1: one new row each, read a few records per fetch
+FAST_ROWS = 10  # partition 0: its task fails at its store
+
+
+def test_a_task_stopped_mid_input_commits_nothing_and_the_job_moves_on(
+        stack: StackSettings, tmp_path: Path) -> None:
+    prefix = f"cut{uuid.uuid4().hex[:6]}"
+    publish_inserts(stack.bootstrap_servers, prefix,
+                    {1: range(SLOW_ROWS), 0: range(SLOW_ROWS, SLOW_ROWS + FAST_ROWS)},
+                    one_per_batch=True)
+    checkpoint = tmp_path / "checkpoint"
+    blocker = store_path(state_root(checkpoint), raw_topic(prefix), 0)
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("not a store")  # partition 0's task fails when it opens its store
+    log = tmp_path / "job.log"
+    job = start_materializer(materializer_command(
+        stack, prefix, checkpoint, "spark.master=local[2]",
+        "kafka.consumer.max.partition.fetch.bytes=256", available_now=False), log)
+    try:
+        wait_for_log(log, "starting it again from its checkpoint", job)
+        blocker.unlink()  # the restart (after its backoff) opens the store
+        deadline = time.monotonic() + 300
+        events: list = []
+        while len(events) < SLOW_ROWS + FAST_ROWS and time.monotonic() < deadline:
+            assert job.poll() is None, log.read_text()[-4000:]
+            time.sleep(2)
+            events = inserted_rows(stack.bootstrap_servers, prefix)
+    finally:
+        kill_group(job)
+    text = log.read_text()
+    assert "Lost task" in text and "TaskKilled" in text, "no task was stopped mid-batch"
+    assert "OffsetsDisagree" not in text, text[-4000:]
+    assert duplicates(events) == []
+    keys = sorted(e[2]["p"] for e in events)
+    assert keys == list(range(SLOW_ROWS + FAST_ROWS)), "a change is missing"

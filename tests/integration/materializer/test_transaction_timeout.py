@@ -1,0 +1,78 @@
+"""A raw partition's transaction opens at its first write in the merge, not when its task
+starts reading: a micro-batch whose task reads its input for longer than the transaction
+timeout still commits, every change once; and a timeout over the brokers' limit is refused
+at start in one line.
+
+The batch: one raw partition read a few records at a time (the source's
+max.partition.fetch.bytes, one record per producer batch), handed to the task in Arrow
+batches of 100 rows, so its store opens at the first of them and the task goes on reading
+for about 20 s, past a transaction timeout of 2 s and the broker's check for timed-out
+transactions (every 10 s by default). A transaction opened at the store's open would be
+aborted by the broker, and the batch would fail the same way at every restart.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from devstack.settings import StackSettings, repo_root
+
+from support.materializer_harness import (
+    duplicates,
+    inserted_rows,
+    kill_group,
+    materializer_command,
+    publish_inserts,
+    start_materializer,
+    wait_for_log,
+)
+
+pytestmark = pytest.mark.integration
+ROWS = 12_000
+
+
+def test_a_batch_read_for_longer_than_the_transaction_timeout_commits(
+        stack: StackSettings, tmp_path: Path) -> None:
+    prefix = f"txto{uuid.uuid4().hex[:6]}"
+    publish_inserts(stack.bootstrap_servers, prefix, {1: range(ROWS)}, one_per_batch=True)
+    log = tmp_path / "job.log"
+    job = start_materializer(materializer_command(
+        stack, prefix, tmp_path / "checkpoint", "events.transaction_timeout_s=2",
+        "kafka.consumer.max.partition.fetch.bytes=256",
+        "spark.conf.spark.sql.execution.arrow.maxRecordsPerBatch=100",
+        available_now=False), log)
+    try:
+        deadline = time.monotonic() + 300
+        events: list = []
+        while len(events) < ROWS and time.monotonic() < deadline:
+            assert job.poll() is None, log.read_text()[-4000:]
+            time.sleep(2)
+            events = inserted_rows(stack.bootstrap_servers, prefix)
+        wait_for_log(log, "first micro-batch done", job, 60)
+    finally:
+        kill_group(job)
+    text = log.read_text()
+    batch_ms = [int(line.rsplit("batch_ms=", 1)[1].split()[0]) for line in text.splitlines()
+                if "first micro-batch done" in line]
+    assert batch_ms[0] > 12_000, "the batch was not longer than the timeout and a check"
+    assert "starting it again" not in text, text[-4000:]
+    assert duplicates(events) == []
+    assert sorted(e[2]["p"] for e in events) == list(range(ROWS))
+
+
+def test_a_timeout_over_the_brokers_limit_is_refused_at_start(stack: StackSettings,
+                                                                tmp_path: Path) -> None:
+    cmd = materializer_command(stack, f"txto{uuid.uuid4().hex[:6]}", tmp_path / "c",
+                               "events.transaction_timeout_s=1000")
+    done = subprocess.run(cmd, cwd=repo_root(), capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env=None, executable=sys.executable)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "Error: events.transaction_timeout_s 1000 is over what broker 1 allows "
+        "(transaction.max.timeout.ms 900000, 900 s): lower it, or raise the brokers' limit"]
