@@ -30,6 +30,7 @@ reshard` has moved the stores with their keys (`materializer.reshard`).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,7 +41,7 @@ from materializer.key_materializer import KeyMaterializer
 from materializer.output.event_settings import EventSettings
 from materializer.rules.pages import DEFAULT_PAGE_ROWS
 from materializer.spark.progress import PARTITION_METRICS
-from materializer.spark.pyspark_daemon import input_whole
+from materializer.spark.pyspark_daemon import InputCut, input_whole
 from materializer.store.layout import EXECUTOR_DIR
 from materializer.task.merge_loop import TASK_SCHEMA, merge
 from materializer.task.task_stores import TaskStores
@@ -48,6 +49,7 @@ from materializer.task.task_stores import TaskStores
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+log = logging.getLogger(__name__)
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # the local property Spark sets for a micro-batch
 METRICS = PARTITION_METRICS  # the name of the query's observed metrics
 
@@ -86,7 +88,12 @@ def merge_task(root: Path | None, handler_for: Callable[[], KeyMaterializer], wi
         try:
             yield from merge(batches, stores, handler, now)
             # commit only a whole input: every raw partition read to the batch's planned end
-            input_whole()
+            try:
+                input_whole()
+            except InputCut as exc:
+                log.warning(str(exc), extra={"batch": int(batch_id), "read": {
+                    f"{t}[{p}]": r for (t, p), r in stores.ranges.items()}})
+                raise
         except BaseException:  # (GeneratorExit too: Spark stopped reading, the task ends)
             stores.close(failed=True)
             raise

@@ -1,13 +1,15 @@
-"""A task stopped while it reads its input, because a sibling task failed, commits nothing
-of it: the job fails the micro-batch, starts again from its checkpoint and moves on, every
-change once (exactly-once, the default).
+"""A task whose input ends early commits nothing of it: one stopped while it reads because
+a sibling task failed (the job then fails the micro-batch, starts again from its
+checkpoint and moves on, every change once), and one whose Kafka read fails mid-batch.
 
-How: the raw topic has two partitions, so a local[2] job runs each in a task of its own.
-Partition 0's store cannot open (a file stands where its directory goes), so its task
-fails at once; partition 1's task reads its records a few at a time (the source's
-max.partition.fetch.bytes, and one record per producer batch), so it is still reading when
-Spark aborts the stage and kills it. (What its Python worker then does with a cut input is
-held at the worker's stream by tests/unit/materializer/spark/test_cut_input_watch.py.)
+How the first is made: the raw topic has two partitions, so a local[2] job runs each in a
+task of its own. Partition 0's store cannot open (a file stands where its directory goes),
+so its task fails at once; partition 1's task reads its records a few at a time (the
+source's max.partition.fetch.bytes, one record per producer batch, Arrow batches of 100
+rows), so it is still reading when Spark aborts the stage and kills it. On Spark 4.2 the
+worker of such a task was stopped before it reached its commit in every run here; what a
+worker does with an input cut where it could still commit is held at the worker's stream
+by tests/unit/materializer/spark/test_cut_input_watch.py.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ def test_a_task_stopped_mid_input_commits_nothing_and_the_job_moves_on(
     log = tmp_path / "job.log"
     job = start_materializer(materializer_command(
         stack, prefix, checkpoint, "spark.master=local[2]",
-        "kafka.consumer.max.partition.fetch.bytes=256", available_now=False), log)
+        "kafka.consumer.max.partition.fetch.bytes=256",
+        "spark.conf.spark.sql.execution.arrow.maxRecordsPerBatch=100", available_now=False), log)
     try:
         wait_for_log(log, "starting it again from its checkpoint", job)
         blocker.unlink()  # the restart (after its backoff) opens the store
@@ -68,3 +71,37 @@ def test_a_task_stopped_mid_input_commits_nothing_and_the_job_moves_on(
     assert duplicates(events) == []
     keys = sorted(e[2]["p"] for e in events)
     assert keys == list(range(SLOW_ROWS + FAST_ROWS)), "a change is missing"
+
+
+def test_a_task_whose_kafka_read_fails_mid_batch_commits_nothing(
+        stack: StackSettings, tmp_path: Path) -> None:
+    """The JVM's read of the raw partition fails while the task is under way (records
+    deleted ahead of it: Spark's source raises data loss in the JVM's input iterator) after
+    the worker has taken some of its Arrow batches. Nothing of the partition is committed,
+    and the job ends on the data loss, which no restart cures."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    prefix = f"cut{uuid.uuid4().hex[:6]}"
+    rows = 12_000  # read about 600 a second: the read runs about 20 s
+    publish_inserts(stack.bootstrap_servers, prefix, {0: range(rows)}, one_per_batch=True)
+    log = tmp_path / "job.log"
+    job = start_materializer(materializer_command(
+        stack, prefix, tmp_path / "checkpoint", "spark.master=local[2]",
+        "kafka.consumer.max.partition.fetch.bytes=256",
+        "spark.conf.spark.sql.execution.arrow.maxRecordsPerBatch=100",
+        available_now=False), log)
+    try:
+        wait_for_log(log, "query started", job)
+        time.sleep(8)  # the task has read a few thousand records of the 12,000
+        admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
+        gone = admin.delete_records([TopicPartition(raw_topic(prefix), 0, rows - 100)])
+        for future in gone.values():
+            future.result(30)
+        code = job.wait(240)
+    finally:
+        kill_group(job)
+    text = log.read_text()
+    assert "Could not read records in offset" in text, text[-4000:]  # cut mid-batch
+    assert code == 1 and "raw records were deleted before the job read them" in text
+    assert inserted_rows(stack.bootstrap_servers, prefix) == []
