@@ -21,6 +21,7 @@ so the next job may start at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -117,42 +118,73 @@ class JobLease:
         why = refusal(self.last_claim(), self.mine, _now_ms(), self.lease_s)
         if why is not None:
             raise LeaseRefused(f"topic prefix {self.prefix}: {why}")
-        self._producer = Producer(with_refusal_log(client_conf(self.kafka), log) | {
-            "transactional.id": lease_transactional_id(self.prefix),
-            "transaction.timeout.ms": int(self.lease_s * 2000), "acks": "all"})
         try:
-            self._producer.init_transactions(TIMEOUT_S)
+            self._producer = self._new_producer()
+            self.renew()
+        except LeaseLost as exc:  # another job took it between the look and the claim
+            raise LeaseRefused(str(exc)) from exc
         except KafkaException as exc:
-            raise LeaseRefused(f"topic prefix {self.prefix}: the job lease's producer could "
-                               f"not initialise: {exc}") from exc
-        self.renew()
+            raise LeaseRefused(f"topic prefix {self.prefix}: the job lease could not be "
+                               f"taken: {exc}") from exc
         self._thread = threading.Thread(target=self._renew_until_stopped, daemon=True,
                                         name="job-lease")
         self._thread.start()
 
+    def _new_producer(self) -> Producer:
+        """The lease's transactional producer, initialised (fencing any earlier one)."""
+        producer = Producer(with_refusal_log(client_conf(self.kafka), log) | {
+            "transactional.id": lease_transactional_id(self.prefix),
+            "transaction.timeout.ms": int(self.lease_s * 2000), "acks": "all"})
+        producer.init_transactions(TIMEOUT_S)
+        return producer
+
     def renew(self, released: bool = False) -> None:
-        """Write this job's claim, now, in a transaction; LeaseLost if fenced."""
-        assert self._producer is not None
-        claim = Claim(**(asdict(self.mine) | {"at_ms": _now_ms(), "released": released}))
+        """Write this job's claim, now, in a transaction. LeaseLost when another job's claim
+        is the last one and this job's producer was fenced; a producer that failed for a
+        reason of its own (the broker aborted a transaction that outlived its timeout during
+        an outage) is made again. KafkaException when Kafka is away (the next renewal tries
+        again)."""
+        if self._producer is None:  # failed at an earlier renewal
+            self._check_not_taken(None)
+            self._producer = self._new_producer()
         try:
-            self._producer.begin_transaction()
-            self._producer.produce(self.topic, json.dumps(asdict(claim)).encode(), _KEY)
-            self._producer.commit_transaction(TIMEOUT_S)
+            self._write_claim(self._producer, released)
         except KafkaException as exc:
             if is_fenced(exc):
-                raise LeaseLost(self._taken_by()) from exc
-            if exc.args[0].txn_requires_abort():
-                self._producer.abort_transaction(TIMEOUT_S)
+                self._check_not_taken(exc)
+            self._producer = None  # made again at the next renewal
             raise
 
-    def _taken_by(self) -> str:
+    def _write_claim(self, producer: Producer, released: bool) -> None:
+        claim = Claim(**(asdict(self.mine) | {"at_ms": _now_ms(), "released": released}))
+        producer.begin_transaction()
+        try:
+            producer.produce(self.topic, json.dumps(asdict(claim)).encode(), _KEY)
+            deadline = time.monotonic() + TIMEOUT_S
+            while True:
+                try:
+                    producer.commit_transaction(max(1.0, deadline - time.monotonic()))
+                    return
+                except KafkaException as exc:  # retriable: call it again for the outcome
+                    if not exc.args[0].retriable() or time.monotonic() >= deadline:
+                        raise
+        except KafkaException as exc:
+            if exc.args[0].txn_requires_abort():
+                with contextlib.suppress(KafkaException):
+                    producer.abort_transaction(TIMEOUT_S)
+            raise
+
+    def _check_not_taken(self, cause: Exception | None) -> None:
+        """LeaseLost if the last claim is another checkpoint's (not released)."""
         try:
             other = self.last_claim()
         except KafkaException:
-            other = None
-        who = other.describe() if other is not None else "another job"
-        return (f"topic prefix {self.prefix}: {who} took over this prefix's lease; this job "
-                f"({self.mine.describe()}) stops. One job per prefix: stop one of them")
+            return
+        if other is not None and not other.released and other.checkpoint != self.mine.checkpoint:
+            raise LeaseLost(
+                f"topic prefix {self.prefix}: {other.describe()} took over this prefix's "
+                f"lease; this job ({self.mine.describe()}) stops. One job per prefix: stop "
+                "one of them") from cause
 
     def _renew_until_stopped(self) -> None:
         while not self._stop.wait(self.lease_s / 6):
@@ -169,9 +201,10 @@ class JobLease:
     def release(self) -> None:
         """Stop renewing and mark the lease released (a job may start at once)."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(TIMEOUT_S)
-        if self._producer is not None and self.lost is None:
+        if self._thread is None or self.lost is not None:
+            return  # never taken, or lost
+        self._thread.join(2 * TIMEOUT_S)
+        if not self._thread.is_alive():  # (else still renewing, Kafka away: it lapses)
             try:
                 self.renew(released=True)
             except (KafkaException, LeaseLost) as exc:

@@ -3,6 +3,8 @@ tested in tests/integration/materializer/test_one_job_per_prefix.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 from materializer.kafka.job_lease import Claim, checkpoint_identity, refusal
 
 NOW_MS = 1_800_000_000_000
@@ -36,3 +38,89 @@ def test_a_local_checkpoint_is_its_hosts() -> None:
     assert checkpoint_identity("/var/lib/casscade/ckpt", "h1") == "h1:/var/lib/casscade/ckpt"
     assert checkpoint_identity("hdfs://nn:8020/ckpt", "h1") == "hdfs://nn:8020/ckpt"
     assert (checkpoint_identity("/var/ckpt", "h1") != checkpoint_identity("/var/ckpt", "h2"))
+
+
+class _Producer:
+    """A lease producer whose commits fail as told, then succeed."""
+
+    def __init__(self, failures: list) -> None:
+        self.failures, self.claims, self.aborted = list(failures), [], 0
+
+    def begin_transaction(self) -> None:
+        pass
+
+    def produce(self, _topic: str, value: bytes, _key: bytes) -> None:
+        self.claims.append(value)
+
+    def commit_transaction(self, _timeout: float) -> None:
+        if self.failures:
+            raise self.failures.pop(0)
+
+    def abort_transaction(self, _timeout: float) -> None:
+        self.aborted += 1
+
+
+def _error(code: int, fatal: bool = False, retriable: bool = False, abort: bool = False):
+    from confluent_kafka import KafkaError, KafkaException
+
+    return KafkaException(KafkaError(code, "told", fatal=fatal, retriable=retriable,
+                                     txn_requires_abort=abort))
+
+
+def _lease(monkeypatch, last: Claim | None, producers: list[_Producer]):
+    from materializer.kafka import job_lease
+
+    lease = job_lease.JobLease({"bootstrap.servers": "127.0.0.1:1"}, "p", "/ckpt", 1)
+    monkeypatch.setattr(lease, "last_claim", lambda: last)
+    made = iter(producers)
+    monkeypatch.setattr(lease, "_new_producer", lambda: next(made))
+    lease._producer = lease._new_producer()
+    return lease
+
+
+def test_a_renewal_fenced_by_another_jobs_claim_loses_the_lease(monkeypatch) -> None:
+    from confluent_kafka import KafkaError
+
+    from materializer.kafka.job_lease import LeaseLost
+
+    lease = _lease(monkeypatch, _other(1), [_Producer([_error(KafkaError._FENCED,
+                                                                fatal=True)])])
+    with pytest.raises(LeaseLost, match=r"the job with checkpoint hdfs://nn/ckpt/a .* took "
+                                        r"over this prefix's lease"):
+        lease.renew()
+
+
+def test_a_producer_failed_on_its_own_is_made_again_at_the_next_renewal(monkeypatch) -> None:
+    """The broker aborted a lease transaction that outlived its timeout in an outage: the
+    producer is fenced by its own epoch, the last claim is this job's."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    first = _Producer([_error(KafkaError.INVALID_PRODUCER_EPOCH, fatal=True)])
+    second = _Producer([])
+    mine = Claim("h:/ckpt", "h", 1, NOW_MS)
+    lease = _lease(monkeypatch, mine, [first, second])
+    lease.mine = mine
+    with pytest.raises(KafkaException):
+        lease.renew()
+    lease.renew()
+    assert len(second.claims) == 1 and lease._producer is second
+
+
+def test_a_commit_kafka_cannot_answer_yet_is_asked_again(monkeypatch) -> None:
+    from confluent_kafka import KafkaError
+
+    producer = _Producer([_error(KafkaError._TIMED_OUT, retriable=True)] * 2)
+    lease = _lease(monkeypatch, None, [producer])
+    lease.renew()
+    assert producer.failures == [] and len(producer.claims) == 1
+
+
+def test_a_transaction_kafka_says_to_abort_is_aborted_and_made_again(monkeypatch) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    broken = _Producer([_error(KafkaError._STATE, abort=True)])
+    lease = _lease(monkeypatch, None, [broken, _Producer([])])
+    with pytest.raises(KafkaException):
+        lease.renew()
+    assert broken.aborted == 1 and lease._producer is None
+    lease.renew()
