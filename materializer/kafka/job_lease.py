@@ -14,9 +14,12 @@ lease_transactional_id`) and a compacted topic `<prefix>.jobs` with the holder's
 claim renewed within `lease_s` means that job runs, and this one is refused, naming it. Else
 it initialises the lease's producer, which fences the earlier holder's, and writes its
 claim in a transaction; then it renews the claim every `lease_s / 6` seconds, each time in
-a transaction. A holder whose renewal is refused as fenced has lost the lease to the job
-whose claim is now last: it stops at once, naming it. A clean stop writes a released claim,
-so the next job may start at once.
+a transaction. A holder whose renewal is refused as fenced, with another checkpoint's claim
+last, has lost the lease to that job: it stops at once, naming it (with its own claim last,
+its producer failed on its own, say the broker aborted a renewal an outage held open, and
+it is made again). A clean stop writes a released claim, so the next job may start at
+once. A claim's age is read against this host's clock: hosts whose clocks disagree by more
+than a few seconds shorten or lengthen the lease by that much.
 """
 
 from __future__ import annotations
