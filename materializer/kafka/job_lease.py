@@ -11,7 +11,8 @@ partition; the lease makes sure the other one stops instead of taking it back.
 How: the lease is a transactional id of the prefix (`shared.topic_names.
 lease_transactional_id`) and a compacted topic `<prefix>.jobs` with the holder's claim
 (host, pid, checkpoint, when). A job that starts reads the last claim: another checkpoint's
-claim renewed within `lease_s` means that job runs, and this one is refused, naming it. Else
+claim renewed within `lease_s` means that job runs (unless it was of this host, and its
+process is gone), and this one is refused, naming it. Else
 it initialises the lease's producer, which fences the earlier holder's, and writes its
 claim in a transaction; then it renews the claim every `lease_s / 6` seconds, each time in
 a transaction. A holder whose renewal is refused as fenced, with another checkpoint's claim
@@ -31,7 +32,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
 from confluent_kafka import KafkaException, Producer
@@ -39,6 +40,7 @@ from confluent_kafka import KafkaException, Producer
 from materializer.kafka.transactions import is_fenced
 from shared.kafka_security import client_conf, with_refusal_log
 from shared.kafka_topics import TopicCreator, read_to_end
+from shared.pids import pid_alive
 from shared.topic_names import job_topic, lease_transactional_id
 
 log = logging.getLogger(__name__)
@@ -78,11 +80,15 @@ def checkpoint_identity(checkpoint: str, host: str) -> str:
     return checkpoint if "://" in checkpoint else f"{host}:{checkpoint}"
 
 
-def refusal(last: Claim | None, mine: Claim, now_ms: int, lease_s: float) -> str | None:
+def refusal(last: Claim | None, mine: Claim, now_ms: int, lease_s: float,
+            alive: Callable[[int], bool] = lambda _pid: True) -> str | None:
     """Why `mine` may not take the lease from `last` (None: it may): another checkpoint's
-    claim, not released, renewed within `lease_s`."""
+    claim, not released, renewed within `lease_s`, by a job that is not known to be gone
+    (`alive`: whether a process of this host runs, for a claim of this host)."""
     if last is None or last.released or last.checkpoint == mine.checkpoint:
         return None
+    if last.host == mine.host and not alive(last.pid):
+        return None  # killed on this host: its lease needs no lapse
     age_s = (now_ms - last.at_ms) / 1000
     if age_s >= lease_s:
         return None
@@ -118,7 +124,7 @@ class JobLease:
     def acquire(self) -> None:
         """Take the lease, or LeaseRefused naming the job that holds it."""
         self._creator.ensure_many([self.topic], compacted=True, config=TOPIC_CONFIG)
-        why = refusal(self.last_claim(), self.mine, _now_ms(), self.lease_s)
+        why = refusal(self.last_claim(), self.mine, _now_ms(), self.lease_s, pid_alive)
         if why is not None:
             raise LeaseRefused(f"topic prefix {self.prefix}: {why}")
         try:

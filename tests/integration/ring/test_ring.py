@@ -193,7 +193,7 @@ def test_partition_stores_follow_their_partitions_on_the_cluster(env, staged, sp
     records = checkpoint / STATE_DIR
     # (Hadoop's local file system adds a .crc file beside each)
     assert {p.name for p in records.iterdir() if not p.name.endswith(".crc")} == {
-        "changelog.json", "owner.json", "partitions.json"}
+        "changelog.json", "delivery.json", "owner.json", "partitions.json"}
     end = next(line for line in reversed(text.splitlines()) if "materializer run ended" in line)
     assert int(end.split("stores_restored=")[1].split()[0]) >= 1, end
     restored = {int(m.group(1)): int(m.group(2)) for m in re.finditer(

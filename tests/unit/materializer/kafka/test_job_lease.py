@@ -29,6 +29,15 @@ def test_a_lapsed_or_released_claim_or_none_lets_a_job_start() -> None:
     assert refusal(_other(31), MINE, NOW_MS, 60) is not None  # the reader's lease decides
 
 
+def test_a_holder_killed_on_this_host_frees_the_prefix_at_once() -> None:
+    here = Claim("host-a:/ckpt/b", "host-a", 20, 0)
+    killed = Claim("host-a:/ckpt/a", "host-a", 10, NOW_MS - 1000)
+    assert refusal(killed, here, NOW_MS, 30, alive=lambda pid: pid != 10) is None
+    assert refusal(killed, here, NOW_MS, 30, alive=lambda pid: True) is not None
+    # another host's process cannot be looked at: its lease must lapse
+    assert refusal(_other(1), MINE, NOW_MS, 30, alive=lambda pid: False) is not None
+
+
 def test_the_same_checkpoint_takes_its_own_lease_back_at_once() -> None:
     """A job restarted after a kill: its last claim is fresh, and its own."""
     assert refusal(_other(1, checkpoint=MINE.checkpoint), MINE, NOW_MS, 30) is None
