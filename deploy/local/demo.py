@@ -32,7 +32,7 @@ from pathlib import Path
 
 import yaml
 from cassandra.util import SortedSet
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from devstack import cassandra, secure, stack, tls
 from devstack.settings import StackSettings, repo_root
@@ -248,10 +248,26 @@ def _end_offsets(s: StackSettings, topic: str) -> dict[int, int]:
         md = c.list_topics(topic, timeout=10).topics.get(topic)
         if md is None or md.error is not None:
             return {}
-        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in md.partitions}
+        return {p: _end(c, TopicPartition(topic, p)) for p in md.partitions}
     finally:
         c.close()
+
+
+_NOT_SERVING = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                KafkaError._TIMED_OUT)
+
+
+def _end(c: Consumer, tp: TopicPartition) -> int:
+    """A partition's end, asked again while its leader is not serving yet (a broker that
+    just started or a topic just made answer NOT_LEADER_FOR_PARTITION for a moment)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return c.get_watermark_offsets(tp, timeout=10)[1]
+        except KafkaException as exc:
+            if exc.args[0].code() not in _NOT_SERVING or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def _count_since(s: StackSettings, topic: str, before: dict[int, int]) -> int:
