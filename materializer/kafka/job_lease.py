@@ -184,12 +184,14 @@ class JobLease:
             raise
 
     def _check_not_taken(self, cause: Exception | None) -> None:
-        """LeaseLost if the last claim is another checkpoint's (not released)."""
+        """LeaseLost if the last claim is another process's (not released): another job's,
+        or this checkpoint's started again elsewhere."""
         try:
             other = self.last_claim()
         except KafkaException:
             return
-        if other is not None and not other.released and other.checkpoint != self.mine.checkpoint:
+        mine = (self.mine.host, self.mine.pid)
+        if other is not None and not other.released and (other.host, other.pid) != mine:
             raise LeaseLost(
                 f"topic prefix {self.prefix}: {other.describe()} took over this prefix's "
                 f"lease; this job ({self.mine.describe()}) stops. One job per prefix: stop "

@@ -133,3 +133,18 @@ def test_a_transaction_kafka_says_to_abort_is_aborted_and_made_again(monkeypatch
         lease.renew()
     assert broken.aborted == 1 and lease._producer is None
     lease.renew()
+
+
+def test_the_same_checkpoint_started_again_elsewhere_takes_the_lease_from_a_live_one(
+        monkeypatch) -> None:
+    """Two processes of one checkpoint (an HDFS one started on a second host): the newer
+    fenced the older, whose renewal then stops it rather than fencing back."""
+    from confluent_kafka import KafkaError
+
+    from materializer.kafka.job_lease import LeaseLost
+
+    lease = _lease(monkeypatch, None, [_Producer([_error(KafkaError._FENCED, fatal=True)])])
+    newer = Claim(lease.mine.checkpoint, "another-host", 99, NOW_MS)
+    monkeypatch.setattr(lease, "last_claim", lambda: newer)
+    with pytest.raises(LeaseLost, match="host another-host, pid 99"):
+        lease.renew()
