@@ -32,7 +32,11 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import OffsetSpec
 
-from materializer.kafka.transactions import PartitionTransaction, transaction_for
+from materializer.kafka.transactions import (
+    DEFAULT_TIMEOUT_MS,
+    PartitionTransaction,
+    transaction_for,
+)
 from shared.kafka_security import client_conf, with_refusal_log
 from shared.kafka_topics import READ_FETCH_WAIT_MS, TopicCreator, read_range
 from shared.topic_names import changelog_topic, transactional_id
@@ -287,7 +291,7 @@ class ChangelogJob:
     # (events.delivery); `producer`: the user's kafka.producer settings for its producers
     transactional: bool = False
     producer: Mapping[str, str] = field(default_factory=dict)
-    transaction_timeout_ms: int = 300_000  # events.transaction_timeout_s
+    transaction_timeout_ms: int = DEFAULT_TIMEOUT_MS  # events.transaction_timeout_s
 
     def transaction(self, raw_topic: str, partition: int, owner_file: Path,
                     changelog_end: int | None = None) -> tuple[PartitionTransaction, bool]:

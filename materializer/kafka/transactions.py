@@ -39,6 +39,8 @@ from shared.kafka_security import client_conf, with_refusal_log
 log = logging.getLogger(__name__)
 TIMEOUT_S = 60.0
 MAX_RECORD_BYTES = 16 * 1024 * 1024  # as the changelog's (a store entry can be large)
+# events.transaction_timeout_s's default, for callers that are given none (tests, tools)
+DEFAULT_TIMEOUT_MS = 300_000
 EVENT_PARTITIONER = "murmur2_random"  # Java's: murmur2 of the key (keyless: any partition)
 
 
@@ -66,7 +68,7 @@ class PartitionTransaction:
     by the Python worker that made it: one transaction at a time."""
 
     def __init__(self, conf: Mapping[str, str], transactional_id: str,
-                 timeout_ms: int = 300_000) -> None:
+                 timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         self.transactional_id = transactional_id
         self.token = uuid.uuid4().hex  # what the owner file holds while this one is newest
         self.broken = False  # fenced or fatally failed: the process makes a new one
@@ -190,7 +192,7 @@ _PROCESS: dict[str, PartitionTransaction] = {}
 
 
 def transaction_for(kafka: Mapping[str, str], producer: Mapping[str, str],
-                    transactional_id: str, owner_file: Path, timeout_ms: int = 300_000,
+                    transactional_id: str, owner_file: Path, timeout_ms: int = DEFAULT_TIMEOUT_MS,
                     changelog_end: int | None = None) -> tuple[PartitionTransaction, bool]:
     """This process's producer for `transactional_id`, new if it has none, a broken one,
     or one another process may have fenced since: the owner file holds another token (a
