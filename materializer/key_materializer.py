@@ -26,9 +26,11 @@ from materializer.rules.image import STATIC_ONLY, VisibleForm
 from materializer.rules.merge import Merger
 from materializer.rules.model import PartitionState
 from materializer.rules.pages import DEFAULT_PAGE_ROWS, PageWrites, attach, pages_to_load, store
+from materializer.rules.truncation import covered, floor_deletion, truncation_record
 from shared import rowupdate
 from shared.rowupdate_reader import read_row_update
 from shared.schema import TableSchema
+from shared.table_truncate import TableTruncate
 from shared.topic_names import event_topic
 
 log = logging.getLogger(__name__)
@@ -68,6 +70,7 @@ class Result:
     # metric; not TTL expiries, not snapshot rows)
     write_times_us: list[int] = field(default_factory=list)
     table: str | None = None  # keyspace.table of the key, once its schema is known
+    covered: int = 0  # records a truncation of the table left nothing to change, not merged
 
 
 class _TableVersion:
@@ -138,10 +141,12 @@ class KeyMaterializer:
 
     def handle(self, topic: str, partition_key: bytes, records: Iterable[RawRecord],
                state_blob: bytes | None, schema_hash: str | None, now_ms: int,
-               read_pages: PageSource | None = None, table_id: bytes | None = None) -> Result:
+               read_pages: PageSource | None = None, table_id: bytes | None = None,
+               floor_us: int | None = None) -> Result:
         """Apply a micro-batch of one key's raw records (`read_pages`: a wide partition's
         pages, for a state that has them; `table_id`: the table id of the records' Kafka
-        key, which each record must name too)."""
+        key, which each record must name too; `floor_us`: the table's truncation floor,
+        under which the records' writes are merged)."""
         result = Result()
         decoded: list[tuple[dict[str, Any], bytes]] = []
         # The version to render with: the newest schema (altered_at) among the state's and
@@ -165,6 +170,9 @@ class KeyMaterializer:
                 result.outputs.append(self._dead_letter(topic, (table_id or b"") + partition_key,
                                                         raw, exc))
                 continue
+            if floor_us is not None and covered(rec, floor_us):
+                result.covered += 1  # written before a truncation: it removed them
+                continue
             rec["_kafka"] = (topic, raw.partition, raw.offset)
             decoded.append((rec, raw.value))
             rank = (version.table.altered_at_us, (raw.partition, raw.offset))
@@ -174,9 +182,36 @@ class KeyMaterializer:
             return result
         version = self._version(schema_hash)
         state = PartitionState.loads(state_blob) if state_blob else PartitionState()
-        self._load_pages(version, topic, partition_key, state, [r for r, _ in decoded], now_ms,
-                         read_pages)
+        recs = [r for r, _ in decoded]
+        floor = None
+        if floor_us is not None and (state.deletion is None or state.deletion[0] < floor_us):
+            # a key the truncation found no state of (or whose tombstone was purged since):
+            # the floor under its records, quietly (there is nothing of before it to remove)
+            floor = floor_deletion(floor_us)
+            recs.append(floor)
+        self._load_pages(version, topic, partition_key, state, recs, now_ms, read_pages)
+        if floor is not None:
+            version.detector.merger.apply(state, floor)
         changes = version.detector.process(state, decoded, now_ms // 1000)
+        self._render(version, partition_key, changes, now_ms, result)
+        return self._finish(version, state, schema_hash, now_ms, result)
+
+    def truncate(self, where: tuple[str, int, int], partition_key: bytes,
+                 state_blob: bytes | None, schema_hash: str | None, now_ms: int,
+                 truncate: TableTruncate, read_pages: PageSource | None = None) -> Result:
+        """A truncation of the key's table: remove what it removed from the key's state and
+        report the rows gone (`where`: the table-truncated record's topic, partition and
+        offset)."""
+        result = Result()
+        if not state_blob or schema_hash is None:
+            return result
+        version = self._version(schema_hash)
+        state = PartitionState.loads(state_blob)
+        rec = truncation_record(truncate, schema_hash, partition_key)
+        raw = rowupdate.encode(rec)
+        rec["_kafka"] = where
+        self._load_pages(version, where[0], partition_key, state, [rec], now_ms, read_pages)
+        changes = version.detector.process(state, [(rec, raw)], now_ms // 1000)
         self._render(version, partition_key, changes, now_ms, result)
         return self._finish(version, state, schema_hash, now_ms, result)
 

@@ -128,6 +128,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
 
     from publisher.agent.agent import Agent
     from publisher.agent.offset_store import OffsetStore
+    from publisher.agent.truncations import NodeTruncationRecords
     from publisher.kafka_sink import KafkaSink
     from shared.config import to_dict
     from shared.http_server import serve
@@ -144,18 +145,20 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     capture = captured_rules(cfg)
     cluster = None
     source: SchemaSource
+    truncations = None
     if cfg.cassandra.schema_file is not None:
         source = FileSchemaSource(cfg.cassandra.schema_file)
     else:
         cluster, session = connect_cassandra(cfg.cassandra)
         source = CassandraSchemaSource(session)
+        truncations = NodeTruncationRecords(session, cfg.cassandra.contact_points[0])
     check_capture(capture, source.tables.values())
     metrics = Registry()
     sink = KafkaSink(kafka_client(cfg.kafka, reach=True), cfg.kafka.topic_prefix,
                      cfg.kafka.partitions, cfg.kafka.replication_factor, cfg.kafka.producer,
                      metrics)
     store = OffsetStore(cfg.state.path / "offsets")
-    agent = Agent(cfg, source, sink, store, metrics)
+    agent = Agent(cfg, source, sink, store, metrics, truncations)
     http = serve(cfg.http.host, cfg.http.port, metrics, agent.status,
                  lambda: agent.last_loop) if cfg.http.port else None
     for sig in (signal.SIGTERM, signal.SIGINT):

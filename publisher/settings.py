@@ -80,6 +80,9 @@ class CdcSettings:
     # how often the schema is read again while the agent has nothing to read (a table dropped
     # by a statement whose commit log segment never reached cdc_raw is found this way)
     schema_refresh_s: int = 30
+    # how often the node's truncation records (system.local) are read: a TRUNCATE of a CDC
+    # table reaches the materializer within about this long (0: never read them)
+    truncation_check_s: float = 5
 
 
 @dataclass

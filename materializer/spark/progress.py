@@ -3,7 +3,7 @@
 The driver feeds every new `StreamingQueryProgress` (its JSON form) to `ProgressMetrics`;
 `/metrics` then shows throughput, batch time, the partition stores, the Kafka lag of the
 raw topic, each table's freshness, each publisher's last heartbeat and the state freed by
-dropped tables. The tasks count the last three in a `TaskStats` each
+dropped and truncated tables. The tasks count the last three in a `TaskStats` each
 (`materializer.task.task_stats`), which reach the driver in the observed metrics.
 """
 
@@ -70,6 +70,14 @@ class ProgressMetrics:
         self.dropped_late = r.counter(
             _P + "dropped_table_records_total",
             "Raw records of a table dropped in an earlier micro-batch, left out of the merge")
+        self.truncated_keys = r.counter(
+            _P + "truncated_table_keys_total",
+            "Keys whose state a TRUNCATE of their table changed (rows removed), per table",
+            ("table",))
+        self.truncated_covered = r.counter(
+            _P + "truncated_table_records_total",
+            "Raw records written before a TRUNCATE of their table that arrived after it "
+            "(a lagging publisher's copies), left out of the merge")
         self.heartbeats: dict[str, int] = {}  # host → newest heartbeat's clock (ms)
         r.on_scrape(self._heartbeat_ages)
         self.seen: int = -1
@@ -132,6 +140,11 @@ class ProgressMetrics:
                 log.info("a dropped table's state freed", extra={"table": table,
                                                                 "entries": int(entries)})
         self.dropped_late.inc(int(stats.get("late") or 0))
+        for table, keys in (stats.get("truncated") or {}).items():
+            self.truncated_keys.inc(int(keys), table)
+            log.info("a truncated table's state emptied", extra={"table": table,
+                                                                 "keys": int(keys)})
+        self.truncated_covered.inc(int(stats.get("covered") or 0))
         self._heartbeat_ages()
 
     def _heartbeat_ages(self) -> None:

@@ -1,6 +1,7 @@
 """One task's merge, whatever runs it: its raw records (one Kafka partition's offset range
 of a micro-batch, or several whole ones) merged key by key into events over the partition
-stores it opens, the copies already seen dropped, due expiries fired, dropped tables freed.
+stores it opens, the copies already seen dropped, truncations applied, due expiries fired,
+dropped tables freed.
 
 It takes and gives Arrow batches, as Spark's mapInArrow hands them over
 (`materializer.spark.partition_job` runs it in each task); the benchmarks and tests run it
@@ -16,13 +17,14 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from materializer.key_materializer import KeyMaterializer, RawRecord, Result
-from materializer.store.layout import entry_key, pack_entry, page_key, unpack_entry
+from materializer.store.layout import ENTRY, entry_key, pack_entry, page_key, unpack_entry
 from materializer.store.partition_store import PartitionStore
 from materializer.task.task_stats import TaskStats
 from materializer.task.task_stores import TaskStores, Where
 from shared.heartbeat import HEARTBEAT_BYTE, decode_heartbeat
 from shared.rowupdate import COPY_KEY_SIZE, VERSION_BYTE
 from shared.table_drop import TABLE_DROP_BYTE, TableDrop, decode_table_drop
+from shared.table_truncate import TABLE_TRUNCATE_BYTE, TableTruncate, decode_table_truncate
 from shared.topic_names import TABLE_ID_SIZE
 
 log = logging.getLogger(__name__)
@@ -100,6 +102,7 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
     # batches decides which intermediate images are events
     for batch in batches:
         task.collect(batch)
+    task.truncate()  # first: the batch's records are merged under the floors it raises
     for (topic, part, key), records in task.by_key.items():
         task.merge_key((topic, part), key, records)
         if len(task.out) >= _CHUNK:
@@ -120,6 +123,7 @@ class _TaskMerge:
         self.stats = TaskStats()
         self.by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
         self.drops: dict[Where, list[TableDrop]] = {}
+        self.truncates: dict[Where, list[tuple[int, TableTruncate]]] = {}  # with offsets
         self.copies_in = self.dropped = 0
         self.out: list[tuple[Any, ...]] = []  # at-least-once: Spark's sink writes them
 
@@ -142,6 +146,10 @@ class _TaskMerge:
                 if value and value[0] == TABLE_DROP_BYTE:  # freed after the merge
                     self.copies_in -= 1
                     _table_drop(self.drops, topic, part, offset, value)
+                    continue
+                if value and value[0] == TABLE_TRUNCATE_BYTE:  # applied before the merge
+                    self.copies_in -= 1
+                    _table_truncate(self.truncates, topic, part, offset, value)
                     continue
                 # (a value of another format goes on, to the dead-letter topic)
                 if value[:1] == VERSION_BYTE and not first_copy(value[1:_COPY_KEY_END]):
@@ -167,18 +175,44 @@ class _TaskMerge:
             self.emit(where, self.handler.reject(topic, key, records).outputs)
             return
         store = self.stores.get(topic, part)
-        if self.stores.dropped[where].dropped_before(key[:TABLE_ID_SIZE]):
+        table_id = key[:TABLE_ID_SIZE]
+        if self.stores.dropped[where].dropped_before(table_id):
             self.stats.late += len(records)  # a lagging publisher's copies of a dropped table
             return
         blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
         result = self.handler.handle(topic, key[TABLE_ID_SIZE:], records, blob, schema_hash,
-                                     self.now, _pages(store, key), key[:TABLE_ID_SIZE])
+                                     self.now, _pages(store, key), table_id,
+                                     self.stores.truncated[where].floor(table_id))
+        self.stats.covered += result.covered
         _apply(store, key, timer, result)
         if result.write_times_us and result.table is not None:
             written_s = time.time()
             for ts_us in result.write_times_us:
                 self.stats.event(result.table, max(0.0, written_s - ts_us / 1e6))
         self.emit(where, result.outputs)
+
+    def truncate(self) -> None:
+        """Apply the batch's table-truncated records: each that raises its table's floor in
+        its partition's store removes what the truncation removed from every key of the
+        table there (their rows' `d` events)."""
+        for where, truncates in self.truncates.items():
+            store, floors = self.stores.get(*where), self.stores.truncated[where]
+            for offset, truncate in truncates:
+                table_id = truncate.table_id.bytes
+                if (self.stores.dropped[where].dropped_before(table_id)
+                        or not floors.raise_to(table_id, truncate.floor_us)):
+                    continue  # applied already (another replica's record of it, say)
+                changed = 0
+                for store_key in store.entry_keys(entry_key(table_id)):
+                    key = store_key[len(ENTRY):]
+                    blob, schema_hash, timer = unpack_entry(store.get(store_key))
+                    result = self.handler.truncate((*where, offset), key[TABLE_ID_SIZE:], blob,
+                                                   schema_hash, self.now, truncate,
+                                                   _pages(store, key))
+                    _apply(store, key, timer, result)
+                    changed += bool(result.outputs)
+                    self.emit(where, result.outputs)
+                self.stats.truncate(truncate.name, changed)
 
     def fire_expiries(self) -> None:
         """Fire the due TTL expiries of every store the task opened (not in a partition
@@ -211,6 +245,17 @@ class _TaskMerge:
         return (None, None, None, self.copies_in, self.dropped, keys, len(stores.open),
                 stores.stores_restored, stores.writes_restored, stores.produced,
                 self.stats.to_json())
+
+
+def _table_truncate(truncates: dict[Where, list[tuple[int, TableTruncate]]], topic: str,
+                    part: int, offset: int, value: bytes) -> None:
+    """Note a table-truncated record for its partition's store (a damaged one: logged)."""
+    try:
+        truncates.setdefault((topic, part), []).append((offset, decode_table_truncate(value)))
+    except (ValueError, KeyError, TypeError) as exc:
+        log.error("a table-truncated record cannot be read; left out",
+                  extra={"topic": topic, "partition": part, "offset": offset,
+                         "error": str(exc)})
 
 
 def _table_drop(drops: dict[Where, list[TableDrop]], topic: str, part: int,

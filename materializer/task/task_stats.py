@@ -1,6 +1,6 @@
 """What one task of the merge saw beyond its counts: its events' freshness per table, its
-publishers' heartbeats, the state it freed of dropped tables (one JSON column of the task's
-output row; the driver adds them up in `materializer.spark.progress`)."""
+publishers' heartbeats, the state it freed of dropped and truncated tables (one JSON column
+of the task's output row; the driver adds them up in `materializer.spark.progress`)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ class TaskStats:
         self.beats: dict[str, int] = {}  # publisher host → its newest heartbeat's clock (ms)
         self.dropped: dict[str, int] = {}  # dropped table → store entries freed
         self.late = 0  # records of tables dropped in an earlier batch, not merged
+        self.truncated: dict[str, int] = {}  # truncated table → keys whose state it changed
+        self.covered = 0  # records all of whose writes a truncation removed, not merged
 
     def event(self, table: str, age_s: float) -> None:
         """An event of `table` written `age_s` after its change's write time."""
@@ -40,11 +42,18 @@ class TaskStats:
         """`table` was dropped: `entries` of its store entries freed in this task."""
         self.dropped[table] = self.dropped.get(table, 0) + entries
 
+    def truncate(self, table: str, keys: int) -> None:
+        """`table` was truncated: the state of `keys` of its keys changed in this task."""
+        self.truncated[table] = self.truncated.get(table, 0) + keys
+
     def to_json(self) -> str | None:
         """The task's stats for the observed metrics (None: nothing seen)."""
-        if not self.fresh and not self.beats and not self.dropped and not self.late:
+        if not (self.fresh or self.beats or self.dropped or self.late or self.truncated
+                or self.covered):
             return None
         body: dict[str, Any] = {"fresh": self.fresh, "beats": self.beats}
         if self.dropped or self.late:
             body |= {"dropped": self.dropped, "late": self.late}
+        if self.truncated or self.covered:
+            body |= {"truncated": self.truncated, "covered": self.covered}
         return json.dumps(body, separators=(",", ":"))

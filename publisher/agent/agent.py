@@ -33,6 +33,7 @@ from publisher.agent.heartbeats import Heartbeats
 from publisher.agent.offset_store import OffsetStore, SegmentState
 from publisher.agent.record_writer import RecordWriter, SourceInfo
 from publisher.agent.table_drops import TableDrops
+from publisher.agent.truncations import TruncationRecords, Truncations
 from publisher.commitlog.errors import CommitLogError
 from publisher.commitlog.reader import CommitLogReader
 from publisher.commitlog.schema_source import SchemaSource
@@ -72,7 +73,8 @@ class Agent:
     """One publisher: `run()` until `stop` is set; `step()` does one pass (for tests)."""
 
     def __init__(self, config: PublisherConfig, schema: SchemaSource, sink: KafkaSink,
-                 store: OffsetStore, metrics: Registry) -> None:
+                 store: OffsetStore, metrics: Registry,
+                 truncations: TruncationRecords | None = None) -> None:
         self.config = config
         self.sink = sink
         self.store = store
@@ -114,6 +116,10 @@ class Agent:
                                      metrics)
         self.drops = TableDrops(sink, schema, config.node.host, config.cdc.schema_refresh_s,
                                 metrics)
+        # None: a schema file instead of a node (offline), no truncations to read
+        self.truncations = None if truncations is None else Truncations(
+            sink, schema, truncations, config.node.host, config.node.datacenter,
+            config.cdc.truncation_check_s, metrics)
         self.seen: set[int] = set()
         self.acked_retired = 0  # acks counted by trackers of segments already retired
         metrics.on_scrape(self._count_acks)
@@ -170,6 +176,8 @@ class Agent:
                 break
         self.heartbeats.maybe_send(self.current)
         self.drops.maybe_announce(idle=not busy)
+        if self.truncations is not None:
+            self.truncations.maybe_announce()
         self.sink.poll(0)
         if time.monotonic() - self.last_save > self.config.state.flush_interval_ms / 1000:
             self.save()

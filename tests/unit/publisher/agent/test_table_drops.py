@@ -5,63 +5,16 @@ with a sink and a session that record what they are handed (the real ones: integ
 from __future__ import annotations
 
 import json
-import uuid
-from dataclasses import replace
 from typing import Any
 
 from publisher.agent.table_drops import TableDrops
 from publisher.commitlog import schema_source
 from publisher.commitlog.schema_source import CassandraSchemaSource
 from shared.metrics import Registry
-from shared.schema import FORMAT, TableSchema
+from shared.schema import FORMAT
 from shared.table_drop import decode_table_drop
 
-from support.events import TABLE
-
-ORDERS = replace(TABLE, cdc=True)
-RETURNS = replace(TABLE, table="returns", id=uuid.UUID(int=43), cdc=True)
-PLAIN = replace(TABLE, table="plain", id=uuid.UUID(int=44), cdc=False)
-
-
-class Source:
-    """A schema source whose tables the test drops."""
-
-    def __init__(self, *tables: TableSchema) -> None:
-        self.tables = {t.id: t for t in tables}
-        self.gone: dict[uuid.UUID, TableSchema] = {}
-        self.refreshes = 0
-
-    def table(self, table_id: uuid.UUID) -> TableSchema | None:
-        return self.tables.get(table_id)
-
-    def refresh(self) -> bool:
-        self.refreshes += 1
-        return True
-
-    def dropped(self) -> dict[uuid.UUID, TableSchema]:
-        return dict(self.gone)
-
-
-class Sink:
-    """What TableDrops uses of KafkaSink."""
-
-    prefix = "p"
-
-    def __init__(self, partitions: int = 3) -> None:
-        self.sent: list[tuple[str, int, bytes, bytes]] = []
-        self.partitions = partitions
-        self.backlog = 0
-
-    def in_flight(self) -> int:
-        return self.backlog
-
-    def raw_partitions(self) -> int:
-        return self.partitions
-
-    def produce(self, topic: str, key: bytes, value: bytes, on_delivery: Any,
-                counted: bool = False, partition: int = -1) -> None:
-        assert counted and partition >= 0
-        self.sent.append((topic, partition, key, value))
+from support.announcer_fakes import ORDERS, PLAIN, RETURNS, Sink, Source
 
 
 def test_a_dropped_cdc_table_is_announced_once_to_every_partition_when_idle() -> None:

@@ -1,0 +1,114 @@
+"""A truncated table's state in a partition store (materializer.store.truncated_tables),
+through the task's merge with real RocksDB stores: every row written before the truncation
+gone (`d` events), later writes merged under the floor, a lagging publisher's older copies
+left out, another replica's record of the same truncation a no-op, a replay alike."""
+
+from __future__ import annotations
+
+import json
+import struct
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.table_truncate import (
+    TableTruncate,
+    decode_table_truncate,
+    encode_table_truncate,
+    is_table_truncate,
+    parse_truncation_record,
+)
+from shared.topic_names import raw_key
+
+from support.events import NOW_MS, TABLE, Registry, i32, row_of
+from support.task_run import run_task
+
+OTHER = replace(TABLE, table="returns", id=uuid.UUID(int=43))
+T0 = NOW_MS // 1000 - 3600  # the writes before the truncation, in s
+TRUNCATED_MS = (T0 + 10) * 1000
+
+
+def _truncate(at_ms: int = TRUNCATED_MS, host: str = "node-1") -> bytes:
+    return encode_table_truncate(TableTruncate(TABLE.id, "shop", "orders", host, at_ms, "dc1",
+                                               1795866525389, 4242))
+
+
+def _run(root: Path, batch: int, rows: list[tuple[bytes, bytes]]
+         ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One task of micro-batch `batch` on partition 0: its events (key id, op, after's qty,
+    source file), and its stats."""
+    out = run_task(root, batch, NOW_MS, rows, Registry(TABLE, OTHER))
+    events = []
+    for r in out[:-1]:
+        if r["value"] is None:
+            continue
+        value = json.loads(r["value"])
+        after = value["after"]
+        events.append({"table": r["topic"], "id": json.loads(r["key"])["id"],
+                       "op": value["op"], "qty": None if after is None else after["qty"],
+                       "file": value["source"]["file"]})
+    return events, json.loads(out[-1]["stats"] or "{}")
+
+
+def _orders(k: int, qty: int, ts_s: int) -> tuple[bytes, bytes]:
+    return raw_key(TABLE.id, i32(k)), row_of(TABLE, k, qty, ts_s)
+
+
+def test_a_table_truncate_round_trips_and_a_truncation_record_parses() -> None:
+    value = _truncate()
+    assert is_table_truncate(value) and not is_table_truncate(b"\x02{}")
+    got = decode_table_truncate(value)
+    assert got.name == "shop.orders" and got.floor_us == TRUNCATED_MS * 1000
+    assert (got.host, got.datacenter, got.segment_id, got.position) == (
+        "node-1", "dc1", 1795866525389, 4242)
+    # system.local.truncated_at: position (segment id, offset), then the time in ms
+    blob = struct.pack(">qiq", 1795866525389, 4242, TRUNCATED_MS)
+    assert parse_truncation_record(blob) == (1795866525389, 4242, TRUNCATED_MS)
+    with pytest.raises(ValueError, match="20 bytes, not 12"):
+        parse_truncation_record(blob[:12])
+
+
+def test_a_truncate_removes_what_was_written_before_it_and_nothing_after(tmp_path) -> None:
+    rows = [_orders(k, k, T0) for k in range(5)]
+    rows.append((raw_key(OTHER.id, i32(0)), row_of(OTHER, 0, 7, T0)))
+    events, _ = _run(tmp_path, 0, rows)
+    assert len(events) == 6
+    # batch 1: a write after the truncation (its publisher ahead of the announcement), the
+    # truncation, a lagging copy of a write before it (a key never seen), another replica's
+    # record of the same truncation (its clock a little behind)
+    batch1 = [_orders(0, 50, T0 + 20), (TABLE.id.bytes, _truncate()),
+              _orders(5, 5, T0 + 1), (TABLE.id.bytes, _truncate(TRUNCATED_MS - 5, "node-2")),
+              (raw_key(OTHER.id, i32(0)), row_of(OTHER, 0, 8, T0 + 20))]
+    events, stats = _run(tmp_path, 1, batch1)
+    gone = [e for e in events if e["file"] == "truncate"]
+    assert sorted(e["id"] for e in gone) == [0, 1, 2, 3, 4]
+    assert {e["op"] for e in gone} == {"d"}
+    rest = [(e["table"], e["id"], e["op"], e["qty"]) for e in events if e["file"] != "truncate"]
+    # key 0 after its removal: a new row, holding only what was written after the truncation
+    assert rest == [("p.shop.orders", 0, "c", 50), ("p.shop.returns", 0, "u", 8)]
+    assert events.index(gone[0]) < len(gone)  # the removals come first
+    assert stats["truncated"] == {"shop.orders": 5} and stats["covered"] == 1
+    # batch 1 again (not committed): the same, the floor rolled back with the store
+    again, stats = _run(tmp_path, 1, batch1)
+    assert again == events and stats["truncated"] == {"shop.orders": 5}
+    # batch 2: late copies from before the truncation change nothing; a record of the same
+    # truncation announced again removes nothing; a new write merges on top of key 0
+    batch2 = [_orders(1, 11, T0 + 2), (TABLE.id.bytes, _truncate()), _orders(0, 60, T0 + 30),
+              _orders(6, 6, T0 + 30)]
+    events, stats = _run(tmp_path, 2, batch2)
+    assert [(e["id"], e["op"], e["qty"]) for e in events] == [(0, "u", 60), (6, "c", 6)]
+    assert stats["covered"] == 1 and "shop.orders" not in stats.get("truncated", {})
+
+
+def test_a_later_truncation_removes_what_came_between(tmp_path) -> None:
+    _run(tmp_path, 0, [_orders(0, 1, T0), (TABLE.id.bytes, _truncate())])
+    events, _ = _run(tmp_path, 1, [_orders(1, 2, T0 + 20)])
+    assert [(e["id"], e["op"]) for e in events] == [(1, "c")]
+    events, stats = _run(tmp_path, 2, [(TABLE.id.bytes, _truncate((T0 + 25) * 1000)),
+                                       _orders(2, 3, T0 + 30)])
+    assert [(e["id"], e["op"], e["file"]) for e in events] == [
+        (1, "d", "truncate"), (2, "c", "CommitLog-7-5.log")]
+    assert stats["truncated"] == {"shop.orders": 1}
