@@ -49,6 +49,7 @@ class NodeTruncationRecords:
     node's)."""
 
     QUERY = "SELECT truncated_at FROM system.local WHERE key = 'local'"
+    TIMEOUT_S = 5.0  # the agent's loop waits for it: not the session's 30 s
 
     def __init__(self, session: Any, address: str) -> None:
         self.session, self.address = session, address
@@ -57,17 +58,22 @@ class NodeTruncationRecords:
         except OSError:
             self._ip = address
         self._warned = False
+        self._failing = False
 
     def read(self) -> dict[uuid.UUID, bytes] | None:
         """The node's truncation records (None: it did not answer; logged)."""
         host = self._host()
         try:
-            rows = list(self.session.execute(self.QUERY, host=host) if host is not None
-                        else self.session.execute(self.QUERY))
+            rows = list(self.session.execute(self.QUERY, timeout=self.TIMEOUT_S, host=host))
         except Exception as exc:  # noqa: BLE001 (any driver failure: the next check tries)
-            log.warning("truncation records not read: Cassandra did not answer",
-                        extra={"node": self.address, "error": str(exc)})
+            if not self._failing:  # once per outage: the check runs every few seconds
+                log.warning("truncation records not read: Cassandra did not answer; "
+                            "trying again", extra={"node": self.address, "error": str(exc)})
+            self._failing = True
             return None
+        if self._failing:
+            log.info("truncation records read again", extra={"node": self.address})
+            self._failing = False
         found = rows[0].truncated_at if rows else None
         return {uuid.UUID(str(k)): bytes(v) for k, v in (found or {}).items()}
 

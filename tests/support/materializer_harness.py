@@ -25,6 +25,7 @@ from materializer.output.values import MODES, ValueModes, to_connect
 from materializer.store.partition_store import _BATCH, _COPY, _ENTRY, open_store
 from publisher.agent.agent import Agent
 from publisher.agent.offset_store import OffsetStore, SegmentState
+from publisher.agent.truncations import NodeTruncationRecords
 from publisher.commitlog.schema_source import CassandraSchemaSource
 from publisher.kafka_sink import KafkaSink
 from publisher.settings import PublisherConfig
@@ -42,13 +43,14 @@ COPY_FIELDS = frozenset({"host", "datacenter", "file", "pos", "index", "kafka_to
 def publish_new_cdc(stack: StackSettings, cql: Any, before: dict[str, int], prefix: str,
                     workdir: Path, host: str = "node-1", from_before: bool = False,
                     kafka: Mapping[str, str] | None = None,
-                    capture: CaptureSettings | None = None) -> int:
+                    capture: CaptureSettings | None = None, truncations: bool = False) -> int:
     """Copy what the node synced since `before` into a private cdc_raw (marked COMPLETED)
     and publish it with an in-process agent; returns the records acknowledged. `kafka`:
     the agent's librdkafka settings (default: the stack's broker, no security).
     `from_before`: the agent starts at the `before` offsets (as if it had published
     everything up to there), not at the start of those segments. `capture`: the agent's
-    capture rules (default: every table whole)."""
+    capture rules (default: every table whole). `truncations`: the agent reads the node's
+    truncation records too (as `publisher run` does), and announces every one it finds."""
     offsets = settled_offsets(stack.cdc_raw_dir)
     cdc_raw = workdir / f"cdc_raw-{host}"
     cdc_raw.mkdir(parents=True)
@@ -67,7 +69,8 @@ def publish_new_cdc(stack: StackSettings, cql: Any, before: dict[str, int], pref
             if (cdc_raw / name).exists():
                 store.put(int(name.split("-")[2].split(".")[0]), SegmentState(offset, set()))
         store.flush()
-    agent = Agent(config, CassandraSchemaSource(cql), sink, store, metrics)
+    records = NodeTruncationRecords(cql, stack.host) if truncations else None
+    agent = Agent(config, CassandraSchemaSource(cql), sink, store, metrics, records)
     def finished() -> bool:
         # Retired, or read to the end with every record acknowledged: a segment can stay
         # because it also holds mutations of tables dropped since (kept back, by design).
