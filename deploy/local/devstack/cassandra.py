@@ -1,6 +1,8 @@
-"""A Cassandra 5.0 node with CDC on loopback (127.0.0.n), run from Maven Central jars; nodetool.
+"""A Cassandra node with CDC on loopback (127.0.0.n), run from Maven Central jars; nodetool.
 
 Every function takes the settings of one node (`StackSettings.node(n)`); node 1 is the seed.
+The line it runs (4.0 or 4.1 on Java 11, 5.0 on Java 17) is `StackSettings.cassandra_version`;
+devstack.cassandra_versions holds what differs between them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
-from devstack import artifacts, secure
+from devstack import artifacts, cassandra_versions, secure
 from devstack.process import StackError, pid_alive, read_pid, spawn, stop, tail
 from devstack.process import kill as kill_pid
 from devstack.settings import HOST, StackSettings, repo_root
@@ -22,43 +24,7 @@ from shared.cql import make_cluster
 if TYPE_CHECKING:
     from cassandra.cluster import Cluster
 
-# conf/jvm17-server.options of the 5.0 line: without these module flags and the jamm agent
-# Cassandra dies during start-up on Java 17.
-_JPMS_SERVER = [
-    "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
-    "--add-exports", "java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED",
-    "--add-exports", "java.rmi/sun.rmi.registry=ALL-UNNAMED",
-    "--add-exports", "java.rmi/sun.rmi.server=ALL-UNNAMED",
-    "--add-exports", "java.sql/java.sql=ALL-UNNAMED",
-    "--add-exports", "java.base/java.lang.ref=ALL-UNNAMED",
-    "--add-exports", "jdk.unsupported/sun.misc=ALL-UNNAMED",
-    "--add-exports", "jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED",
-    "--add-exports", "jdk.attach/sun.tools.attach=ALL-UNNAMED",
-    "--add-opens", "java.base/java.lang.module=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.loader=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.reflect=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.math=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.module=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.util.jar=ALL-UNNAMED",
-    "--add-opens", "jdk.management/com.sun.management.internal=ALL-UNNAMED",
-    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
-    "--add-opens", "java.base/java.io=ALL-UNNAMED",
-    "--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED",
-    "--add-opens", "jdk.compiler/com.sun.tools.javac=ALL-UNNAMED",
-    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
-    "--add-opens", "java.base/java.util=ALL-UNNAMED",
-    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
-]
-# conf/jvm17-clients.options adds these for nodetool (jamm sizes more JDK types there).
-_JPMS_CLIENT_EXTRA = [
-    "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED",
-    "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED",
-    "--add-opens", "java.base/java.util.concurrent=ALL-UNNAMED",
-    "--add-opens", "java.base/java.util.concurrent.atomic=ALL-UNNAMED",
-    "--add-opens", "java.base/java.math=ALL-UNNAMED",
-    "--add-opens", "java.base/java.net=ALL-UNNAMED",
-]
+# jvm11- and jvm17-server.options use these G1 settings alike
 _SERVER_GC = [
     "-XX:+UseG1GC", "-XX:+ParallelRefProcEnabled", "-XX:MaxTenuringThreshold=1",
     "-XX:G1HeapRegionSize=16m", "-XX:G1RSetUpdatingPauseTimePercent=5",
@@ -88,10 +54,40 @@ def running_pid(s: StackSettings) -> int | None:
     return read_pid(pid_file(s))
 
 
+def version_file(s: StackSettings) -> Path:
+    """Which Cassandra line last started this node: its data is that line's."""
+    return s.cassandra_dir / "cassandra-version"
+
+
+def recorded_version(s: StackSettings) -> str | None:
+    """The line this node's state belongs to: its version file, else 5.0 if it holds data
+    (the only line before the file existed), else None (a fresh node)."""
+    if version_file(s).exists():
+        return version_file(s).read_text().strip()
+    return "5.0" if (s.cassandra_dir / "data" / "system").exists() else None
+
+
+def check_version(s: StackSettings) -> None:
+    """StackError when the node's state was written by another line than it is to run now:
+    an older line cannot read a newer one's files, and an upgrade is not what a dev stack
+    should do by accident."""
+    recorded = recorded_version(s)
+    if recorded is not None and recorded != s.cassandra_version:
+        raise StackError(
+            f"node {s.node_index} ({s.cassandra_dir}) holds Cassandra {recorded}'s data, not "
+            f"{s.cassandra_version}'s: run it with --cassandra {recorded} (or "
+            f"{cassandra_versions.ENV_VAR}={recorded}), or remove that directory first")
+
+
 def render_yaml(s: StackSettings) -> str:
-    """cassandra.yaml for this stack, from deploy/local/conf/cassandra.yaml.in."""
+    """cassandra.yaml for this node, from deploy/local/conf/cassandra.yaml.in (written with
+    5.0's names) in the dialect of the node's line."""
     template = Template((repo_root() / "deploy" / "local" / "conf" / "cassandra.yaml.in")
                         .read_text())
+    return cassandra_versions.adapt_yaml(_fill(template, s), s.cassandra_line)
+
+
+def _fill(template: Template, s: StackSettings) -> str:
     return template.substitute(
         cluster_name=s.cluster_name, storage_port=s.storage_port, cql_port=s.cql_port,
         address=s.host, seed=s.seed, auto_bootstrap=str(s.node_index == 1).lower(),
@@ -107,7 +103,14 @@ def render_yaml(s: StackSettings) -> str:
 
 
 def _lib(s: StackSettings) -> Path:
-    return artifacts.lib_dir(s.lib_dir, "cassandra")
+    return artifacts.lib_dir(s.lib_dir, s.cassandra_line.component)
+
+
+def server_java(s: StackSettings) -> Path:
+    """The `java` the node's line runs on: the fetched Java 11 (4.x) or Java 17 (5.0)."""
+    if s.cassandra_line.java == 11:
+        return artifacts.java11(s.lib_dir)
+    return artifacts.find_java()
 
 
 def _jamm(s: StackSettings) -> Path:
@@ -122,7 +125,7 @@ def server_command(s: StackSettings, java: Path) -> list[str]:
     conf = s.cassandra_dir / "conf"
     return [
         str(java), "-ea", "-da:net.openhft...", f"-Xms{s.cassandra_heap}",
-        f"-Xmx{s.cassandra_heap}", "-Xss256k", *_SERVER_GC, *_JPMS_SERVER,
+        f"-Xmx{s.cassandra_heap}", "-Xss256k", *_SERVER_GC, *s.cassandra_line.jpms,
         "-Djdk.attach.allowAttachSelf=true",
         "-Dio.netty.tryReflectionSetAccessible=true",
         "-Dio.netty.allocator.useCacheForAllThreads=true",
@@ -145,11 +148,13 @@ def server_command(s: StackSettings, java: Path) -> list[str]:
 
 
 def nodetool_command(s: StackSettings, java: Path, *args: str) -> list[str]:
-    """The java command line of `nodetool -h 127.0.0.1 -p <node's jmx> ARGS`."""
+    """The java command line of `nodetool -h 127.0.0.1 -p <node's jmx> ARGS`, on Java 17
+    whatever the line (cassandra_versions.NODETOOL_JAVA says why)."""
     conf = s.cassandra_dir / "conf"
     return [
         str(java), "-ea", "-Xmx128m", "-XX:ParallelGCThreads=1", "-XX:+UseSerialGC",
-        "-Djdk.attach.allowAttachSelf=true", *_JPMS_SERVER, *_JPMS_CLIENT_EXTRA,
+        "-Djdk.attach.allowAttachSelf=true", *cassandra_versions.JPMS_JAVA17_SERVER,
+        *cassandra_versions.JPMS_JAVA17_CLIENT_EXTRA,
         f"-javaagent:{_jamm(s)}",
         f"-Dcassandra.storagedir={s.cassandra_dir}",
         f"-Dlogback.configurationFile={conf / 'logback-tools.xml'}",
@@ -170,8 +175,10 @@ def write_config(s: StackSettings) -> None:
 
 
 def start(s: StackSettings, java: Path) -> int:
-    """Write the config and start the node in the background."""
+    """Write the config and start the node in the background (`java`: server_java's)."""
+    check_version(s)
     write_config(s)
+    version_file(s).write_text(s.cassandra_version + "\n")
     return spawn(server_command(s, java), pid_file(s), stdout_file(s), cwd=s.cassandra_dir)
 
 
@@ -218,7 +225,7 @@ def release_version(s: StackSettings) -> str:
 
 def nodetool(s: StackSettings, *args: str, timeout_s: float = 120.0) -> str:
     """Run nodetool against this node; returns its stdout, StackError on failure."""
-    java = artifacts.find_java()
+    java = artifacts.find_java()  # 17 for every line: see cassandra_versions.NODETOOL_JAVA
     done = subprocess.run(nodetool_command(s, java, *args), capture_output=True, text=True,
                           timeout=timeout_s)
     if done.returncode != 0:

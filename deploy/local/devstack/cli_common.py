@@ -15,11 +15,11 @@ T = TypeVar("T")
 
 
 def settings(locked: bool = False) -> StackSettings:
-    """The stack's settings (CASSCADE_* variables), a click error if there is no checkout;
-    `locked`: the locked stack's (StackSettings.secured)."""
+    """The stack's settings (CASSCADE_* variables), a click error if there is no checkout or
+    a variable is wrong; `locked`: the locked stack's (StackSettings.secured)."""
     try:
         s = StackSettings.from_env()
-    except RuntimeError as exc:
+    except (RuntimeError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     return s.secured() if locked else s
 

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from devstack import cassandra_versions
+
 HOST = "127.0.0.1"
 MAX_NODES = 9  # 127.0.0.1 .. 127.0.0.9; JMX ports jmx_port .. jmx_port + 8
 
@@ -40,6 +42,9 @@ class StackSettings:
     kafka_heap: str = "512m"
     connect_heap: str = "384m"
     cassandra_heap: str = "1024m"
+    # Which Cassandra line the nodes run: 4.0, 4.1 or 5.0 (devstack.cassandra_versions).
+    cassandra_version: str = cassandra_versions.DEFAULT
+    # 5.0 only (4.x has no such setting and always writes commit log version 7):
     # CASSANDRA_4 (5.0's default) writes commit log descriptor version 7; NONE writes 8.
     storage_compatibility_mode: str = "CASSANDRA_4"
     commitlog_sync_period: str = "1000ms"
@@ -59,6 +64,9 @@ class StackSettings:
     extra: dict[str, str] = field(default_factory=dict)
     # The locked stack (devstack.secure): Kafka on SASL_SSL with SCRAM users and ACLs.
     secure: bool = False
+
+    def __post_init__(self) -> None:
+        cassandra_versions.line(self.cassandra_version)  # ValueError for an unknown line
 
     @classmethod
     def from_env(cls, state_dir: Path | None = None) -> StackSettings:
@@ -86,6 +94,7 @@ class StackSettings:
             "kafka_heap": "CASSCADE_KAFKA_HEAP",
             "cassandra_heap": "CASSCADE_CASSANDRA_HEAP",
             "storage_compatibility_mode": "CASSCADE_STORAGE_COMPATIBILITY_MODE",
+            "cassandra_version": cassandra_versions.ENV_VAR,
         }
         changes.update({attr: env[var] for attr, var in strs.items() if env.get(var)})
         return replace(s, **changes)  # type: ignore[arg-type]
@@ -156,6 +165,11 @@ class StackSettings:
     def postgres_dir(self) -> Path:
         """PostgreSQL's data directory parent: data/, its socket, logs."""
         return self.state_dir / "postgres"
+
+    @property
+    def cassandra_line(self) -> cassandra_versions.CassandraLine:
+        """The Cassandra line the nodes run: its release, jars, Java and yaml dialect."""
+        return cassandra_versions.line(self.cassandra_version)
 
     @property
     def cassandra_dir(self) -> Path:

@@ -20,7 +20,8 @@ Log = Callable[[str], None]
 @dataclass
 class UpReport:
     """What `up` did: per service, whether it was started or reused, and the seconds it took
-    (Cassandra: node 1; `nodes_started` lists every node this call started)."""
+    (Cassandra: node 1; `nodes_started` lists every node this call started);
+    `cassandra_version` is the release node 1 reports (`SELECT release_version`)."""
 
     kafka_started: bool
     kafka_seconds: float
@@ -32,11 +33,15 @@ class UpReport:
 
 
 def fetch(s: StackSettings, log: Log = print) -> dict[str, float]:
-    """Resolve every component's jars; returns their sizes in MB."""
+    """Resolve every component's jars (Cassandra's of the chosen line) and, for a 4.x line,
+    its Java 11 runtime; returns their sizes in MB by lib dir name."""
     artifacts.find_java()
     sizes = {}
-    for component in artifacts.COMPONENTS:
+    for component in ("kafka", s.cassandra_line.component, "spark-kafka"):
         sizes[component] = artifacts.jar_size_mb(artifacts.fetch(s.lib_dir, component, log))
+    if s.cassandra_line.java == 11:
+        artifacts.fetch_java11(s.lib_dir, log)
+        sizes["java11"] = artifacts.runtime_size_mb(artifacts.java11_home(s.lib_dir))
     return sizes
 
 
@@ -99,9 +104,11 @@ def up(s: StackSettings, log: Log = print, with_kafka: bool = True,
     started: list[int] = []
     seconds: dict[int, float] = {1: 0.0}
     version = ""
+    # Kafka's Java is 17; a 4.x node runs on the Java 11 that fetch() just made sure of
+    node_java = cassandra.server_java(s) if with_cassandra else java
     for node in s.all_nodes() if with_cassandra else []:
         t0 = time.monotonic()
-        version = start_node(node, java, log, started)
+        version = start_node(node, node_java, log, started)
         seconds[node.node_index] = time.monotonic() - t0
     if s.nodes > 1 and with_cassandra:
         wait_ring(s)
@@ -112,8 +119,9 @@ def up(s: StackSettings, log: Log = print, with_kafka: bool = True,
 
 def start_node(node: StackSettings, java: Path | None = None, log: Log = print,
                started: list[int] | None = None) -> str:
-    """Start one node unless it runs, wait until it answers CQL; returns its version."""
-    java = java or artifacts.find_java()
+    """Start one node unless it runs, wait until it answers CQL; returns its version.
+    `java`: the node line's (cassandra.server_java), found when None."""
+    java = java or cassandra.server_java(node)
     n = node.node_index
     pid = cassandra.running_pid(node)
     fresh = pid is None
