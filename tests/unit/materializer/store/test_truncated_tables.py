@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from shared import rowupdate
 from shared.table_truncate import (
     TableTruncate,
     decode_table_truncate,
@@ -112,3 +113,33 @@ def test_a_later_truncation_removes_what_came_between(tmp_path) -> None:
     assert [(e["id"], e["op"], e["file"]) for e in events] == [
         (1, "d", "truncate"), (2, "c", "CommitLog-7-5.log")]
     assert stats["truncated"] == {"shop.orders": 1}
+
+
+def _line(pk: int, line: int, ts_s: int) -> tuple[bytes, bytes]:
+    """An INSERT of row (pk, line) of orders at `ts_s`."""
+    value = rowupdate.encode({
+        "table_id": TABLE.id.bytes, "keyspace": "shop", "table": "orders",
+        "schema_hash": TABLE.schema_hash, "partition_key": i32(pk), "clustering": [i32(line)],
+        "kind": "ROW", "shadowable": False, "range": None, "deletion": None,
+        "liveness": {"timestamp": ts_s * 1_000_000, "ttl": 0, "local_expiration_time": 0},
+        "cells": [{"column": "qty", "path": None, "value": i32(line),
+                   "timestamp": ts_s * 1_000_000, "ttl": 0, "local_deletion_time": 0,
+                   "tombstone": False}],
+        "complex_deletions": [],
+        "source": {"host": "10.0.0.1", "datacenter": "dc1", "file": "CommitLog-7-5.log",
+                   "segment_id": 5, "position": 1000 + line, "index": 0,
+                   "commitlog_version": 7, "messaging_version": 12}})
+    return raw_key(TABLE.id, i32(pk)), value
+
+
+def test_a_truncate_removes_every_row_of_a_wide_partition_in_its_pages(tmp_path) -> None:
+    wide = 700  # rows of one partition: its state is in pages (256 rows each at most)
+    out = run_task(tmp_path, 0, NOW_MS, [_line(7, c, T0) for c in range(wide)],
+                   Registry(TABLE), offset_step=10_000)
+    assert len(out) - 1 == wide
+    out = run_task(tmp_path, 1, NOW_MS, [(TABLE.id.bytes, _truncate()), _line(7, 3, T0 + 20)],
+                   Registry(TABLE), offset_step=10_000)
+    ops = [(json.loads(r["key"])["line"], json.loads(r["value"])["op"]) for r in out[:-1]
+           if r["value"] is not None]
+    assert sorted(ops[:wide]) == [(c, "d") for c in range(wide)]
+    assert ops[wide:] == [(3, "c")]

@@ -1,6 +1,7 @@
 """Truncated tables: found in the node's truncation records and announced once per
 truncation to every raw partition (publisher.agent.truncations), with a sink and records
-that the test controls (the real ones: tests/integration/publisher/test_truncate.py)."""
+that the test controls (the real ones: tests/integration/materializer/
+test_tables_come_and_go.py)."""
 
 from __future__ import annotations
 
