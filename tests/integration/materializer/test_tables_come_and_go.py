@@ -1,20 +1,27 @@
 """Tables that come and go while the publisher and the job run, with their defaults: a table
-created mid-stream streams with no restart and no new raw topic; a dropped table's keys'
-state is freed in the partition stores (counted on /metrics) while the others stream on."""
+created mid-stream streams with no restart and no new raw topic; a TRUNCATE gives the rows
+it removed their `d` events, a row written again after it holds only what was written after
+it, and the stream ends equal to the table (`casscade verify` passes); a dropped table's
+keys' state is freed in the partition stores (both counted on /metrics) while the others
+stream on."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from devstack.settings import StackSettings
+from devstack.settings import StackSettings, repo_root
 from shared.topic_names import raw_topic
 
 from support.materializer_harness import (
+    canonical,
+    final_rows,
     kill_group,
     materializer_command,
     read_events,
@@ -40,7 +47,44 @@ def _metric(port: int, name: str) -> float | None:
     return float(found.group(1)) if found else None
 
 
-def test_a_table_made_and_one_dropped_while_running(stack, cql, tmp_path: Path) -> None:
+def _verify(stack: StackSettings, prefix: str, table: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "casscade.cli", "verify", "--table", table,
+         "--set", f"cassandra.port={stack.cql_port}",
+         "--set", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
+         "--set", f"kafka.topic_prefix={prefix}", "--set", "log.format=text"],
+        cwd=repo_root(), capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+def _truncate_and_write_again(stack: StackSettings, cql, ks: str, prefix: str,
+                              port: int) -> None:
+    """TRUNCATE the new table, write one of its rows again and a new one: the stream's
+    last images equal the table, each removed row has its `d` event, verify passes."""
+    topic = f"{prefix}.{ks}.new"
+    cql.execute(f"TRUNCATE {ks}.new")
+    cql.execute(f"UPDATE {ks}.new SET v = 'again' WHERE k = 1")
+    cql.execute(f"INSERT INTO {ks}.new (k, v) VALUES ({ROWS}, 'after')")
+    table = {canonical({"k": r.k}): {"k": r.k, "v": r.v}
+             for r in cql.execute(f"SELECT k, v FROM {ks}.new")}
+    assert table == {canonical({"k": 1}): {"k": 1, "v": "again"},
+                     canonical({"k": ROWS}): {"k": ROWS, "v": "after"}}
+
+    def final() -> dict[str, dict]:
+        return final_rows(read_events(stack.bootstrap_servers, topic, 5))
+
+    wait_until(lambda: final() == table, 180, "the stream equal to the table after a TRUNCATE")
+    removed = {k["k"] for _p, _o, k, v in read_events(stack.bootstrap_servers, topic, 5)
+               if v is not None and v["source"]["file"] == "truncate"}
+    # row 1 too, unless its write after the TRUNCATE was merged first (the agent announces
+    # within 5 s): then its image ({k 1, v again}) is what the truncation leaves, no event
+    assert set(range(ROWS)) - {1} <= removed <= set(range(ROWS)), removed
+    keys = f'casscade_materializer_truncated_table_keys_total{{table="{ks}.new"}}'
+    wait_until(lambda: _metric(port, keys) == ROWS, 60, "the truncation counted")
+    out = _verify(stack, prefix, f"{ks}.new")
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_tables_made_truncated_and_dropped_while_running(stack, cql, tmp_path: Path) -> None:
     ks = f"cg_{uuid.uuid4().hex[:8]}"
     cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
                 "{'class': 'SimpleStrategy', 'replication_factor': 1}")
@@ -73,6 +117,8 @@ def test_a_table_made_and_one_dropped_while_running(stack, cql, tmp_path: Path) 
             raw_topic(agent.prefix)]
         assert len([t for t in topics if t.startswith(f"{agent.prefix}.changelog.")]) == 1
 
+        _truncate_and_write_again(stack, cql, ks, agent.prefix, port)
+
         # the first table dropped: every key's state freed (one entry each), counted
         cql.execute(f"DROP TABLE {ks}.gone")
         freed = f'casscade_materializer_dropped_table_entries_total{{table="{ks}.gone"}}'
@@ -80,9 +126,9 @@ def test_a_table_made_and_one_dropped_while_running(stack, cql, tmp_path: Path) 
                    "the dropped table's state freed")
         assert _metric(port, freed) == ROWS
         # the other table streams on
-        cql.execute(f"UPDATE {ks}.new SET v = 'later' WHERE k = 0")
-        wait_until(lambda: any(e["op"] == "u" for e in _events(stack, new)), 120,
-                   "an event after the drop")
+        cql.execute(f"UPDATE {ks}.new SET v = 'later' WHERE k = {ROWS}")
+        wait_until(lambda: any((e["after"] or {}).get("v") == "later"
+                               for e in _events(stack, new)), 120, "an event after the drop")
         assert job.poll() is None, log.read_text()[-3000:]
     finally:
         if job is not None:
