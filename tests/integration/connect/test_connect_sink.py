@@ -425,6 +425,41 @@ def test_a_table_created_later_reaches_postgresql_within_a_minute(mirrored_json,
     print(f"\nthe new table's rows landed {time.monotonic() - written:.1f} s after its events")
 
 
+def test_a_truncated_table_empties_in_postgresql(mirrored_json, cql) -> None:
+    """A TRUNCATE reaches PostgreSQL through the shipped sink configuration: the rows it
+    removed are deleted there (their `d` events), a row written again after it holds only
+    what was written after it, and PostgreSQL equals Cassandra."""
+    m = mirrored_json
+    s, ks, work = m["s"], m["ks"], m["work"]
+    cql.execute(f"CREATE TABLE {ks}.cut (k int PRIMARY KEY, a text, b text) WITH cdc = true")
+    before = cdc_offsets(s.cdc_raw_dir)
+    for k in range(5):
+        cql.execute(f"INSERT INTO {ks}.cut (k, a, b) VALUES ({k}, 'a{k}', 'b{k}')")
+    publish_new_cdc(s, cql, before, m["prefix"], work / "cut-1")
+    run_materializer(materializer_command(s, m["prefix"], work / "ckpt", *m["sets"]),
+                     work / "cut-1.log")
+
+    def pg_rows() -> dict[int, tuple]:
+        try:
+            with psycopg.connect(postgres.url(s)) as conn:
+                return {r[0]: tuple(r[1:]) for r in conn.execute(
+                    f'SELECT k, a, b FROM "{_pg_table(m, "cut")}"').fetchall()}
+        except psycopg.errors.UndefinedTable:
+            return {}
+
+    wait_until(lambda: len(pg_rows()) == 5, 90, "the rows in PostgreSQL")
+    before = cdc_offsets(s.cdc_raw_dir)
+    cql.execute(f"TRUNCATE {ks}.cut")
+    cql.execute(f"UPDATE {ks}.cut SET a = 'again' WHERE k = 1")
+    cql.execute(f"INSERT INTO {ks}.cut (k, a, b) VALUES (9, 'a9', 'b9')")
+    publish_new_cdc(s, cql, before, m["prefix"], work / "cut-2", truncations=True)
+    run_materializer(materializer_command(s, m["prefix"], work / "ckpt", *m["sets"]),
+                     work / "cut-2.log")
+    want = {r.k: (r.a, r.b) for r in cql.execute(f"SELECT k, a, b FROM {ks}.cut")}
+    assert want == {1: ("again", None), 9: ("a9", "b9")}
+    wait_until(lambda: pg_rows() == want, 90, "PostgreSQL equal to Cassandra after a TRUNCATE")
+
+
 def test_masked_and_excluded_columns_land_as_published(sink_stack, cql, tmp_path) -> None:
     """Capture rules through the JDBC sink: PostgreSQL gets the masked values and no
     column for the excluded one (the sink makes its table from the published schema)."""
