@@ -107,6 +107,12 @@ SCHEMA = fastavro.parse_schema({
 })
 
 
+def is_row_update(value: bytes | None) -> bool:
+    """Whether a raw-topic value is a RowUpdate of this format (not a heartbeat, a
+    table-dropped or table-truncated record, nor a value of another format)."""
+    return bool(value) and value[:1] == VERSION_BYTE  # type: ignore[index]
+
+
 class RecordFormatError(ValueError):
     """A raw-topic value that is not a RowUpdate of a known format version."""
 

@@ -36,8 +36,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from devstack import cassandra, secure, stack, tls
 from devstack.settings import StackSettings, repo_root
-from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import read_to_end
+from shared.rowupdate import is_row_update
 from shared.rowupdate_reader import read_row_update
 from shared.topic_names import event_topic, per_table_raw_topics, raw_topic
 
@@ -271,10 +271,11 @@ def _end(c: Consumer, tp: TopicPartition) -> int:
 
 
 def _count_since(s: StackSettings, topic: str, before: dict[int, int]) -> int:
-    """Row updates (not heartbeats) in `topic` after the offsets `before`."""
+    """Row updates (not heartbeats nor table records) in `topic` after the offsets
+    `before`."""
     if not any(end > before.get(p, 0) for p, end in _end_offsets(s, topic).items()):
         return 0
-    return sum(not is_heartbeat(m.value()) for m in read_to_end(KAFKA, topic, start=before))
+    return sum(is_row_update(m.value()) for m in read_to_end(KAFKA, topic, start=before))
 
 
 def _show_events(s: StackSettings, before: dict[int, int]) -> None:

@@ -27,8 +27,8 @@ from publisher.commitlog.schema_source import FileSchemaSource
 from publisher.kafka_sink import KafkaSink
 from publisher.settings import PublisherConfig
 from shared import topic_names
-from shared.heartbeat import is_heartbeat
 from shared.metrics import Registry
+from shared.rowupdate import is_row_update
 from shared.schema import catalog_from_json
 from shared.system_schema import read_system_schema
 
@@ -136,7 +136,7 @@ def test_bench_publisher_latency(stack, tmp_path) -> None:
 def _take(msg, latencies: list[float]) -> None:
     """Add the write → arrival latency of a raw record of lat.t to `latencies`; the raw
     topic's other records (the publisher's heartbeats, any other table's) are no rows."""
-    if is_heartbeat(msg.value()):
+    if not is_row_update(msg.value()):
         return
     record = rowupdate_reference.decode(msg.value())
     if (record["keyspace"], record["table"]) != ("lat", "t"):

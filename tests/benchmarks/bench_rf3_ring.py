@@ -45,8 +45,8 @@ from raw_workload import change_values, floor_topic
 from spark_runs import breakdown, run_job
 
 from shared import topic_names
-from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import TopicCreator, read_to_end
+from shared.rowupdate import is_row_update
 from shared.rowupdate_reader import read_row_update
 from shared.topic_names import TABLE_ID_SIZE
 
@@ -111,7 +111,7 @@ def _raw_contents(bootstrap: str, prefix: str) -> tuple[Counter[str | None], set
     heads: set[bytes] = set()
     for m in read_to_end(bootstrap, topic_names.raw_topic(prefix)):
         value = m.value()
-        counts[None if is_heartbeat(value) else read_row_update(value)["keyspace"]] += 1
+        counts[read_row_update(value)["keyspace"] if is_row_update(value) else None] += 1
         heads.add(m.key()[:TABLE_ID_SIZE])
     return counts, heads
 

@@ -21,7 +21,7 @@ from devstack import cassandra
 from devstack import stack as devstack
 from devstack.process import pid_alive
 from devstack.settings import StackSettings, repo_root
-from shared.heartbeat import is_heartbeat
+from shared.rowupdate import is_row_update
 
 from support import rowupdate_reference
 from support.services import wait_until as wait_for
@@ -177,8 +177,8 @@ def read_topic(bootstrap: str, topic: str, expect_at_least: int,
                     break
                 continue
             assert msg.error() is None, msg.error()
-            if is_heartbeat(msg.value()):
-                continue  # the publisher's sign of life, not a change
+            if not is_row_update(msg.value()):
+                continue  # a heartbeat (the publisher's sign of life) or a table record
             record = rowupdate_reference.decode(msg.value())
             if table is None or f"{record['keyspace']}.{record['table']}" == table:
                 out.append((msg.partition(), msg.offset(), msg.key(), record))

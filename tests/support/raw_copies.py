@@ -9,7 +9,6 @@ from collections import defaultdict
 from confluent_kafka import Producer
 
 from shared import rowupdate
-from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import TopicCreator, read_to_end
 from shared.topic_names import raw_topic
 
@@ -42,7 +41,7 @@ def copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
         rnd = random.Random(f"{seed}/{topic[len(src_prefix):]}")
         by_key: dict[bytes, list[bytes]] = defaultdict(list)
         for msg in read_to_end(stack.bootstrap_servers, topic):
-            if not is_heartbeat(msg.value()):  # the copies carry changes only
+            if rowupdate.is_row_update(msg.value()):  # the copies carry row updates only
                 by_key[msg.key()].append(msg.value())
         out_topic = dst_prefix + topic[len(src_prefix):]
         creator.ensure(out_topic, compacted=out_topic.endswith(".schemas"))

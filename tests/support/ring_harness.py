@@ -18,11 +18,10 @@ from devstack import cassandra
 from devstack.settings import StackSettings
 from materializer.store import consumed_offsets
 from materializer.store.layout import STATE_DIR
-from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import read_to_end
+from shared.rowupdate import is_row_update
 from shared.rowupdate_reader import read_row_update
 from shared.schema import TableSchema
-from shared.table_drop import is_table_drop
 from shared.topic_names import changelog_topic, raw_topic
 
 from support.materializer_harness import (
@@ -75,9 +74,12 @@ class RingPublishers:
         for agent in self.agents.values():
             agent.stop()
 
-    def wait_caught_up(self, timeout_s: float = 120) -> None:
-        """Block until every agent has every record its node has synced acknowledged."""
+    def wait_caught_up(self, timeout_s: float = 120, nodes: Sequence[int] = ()) -> None:
+        """Block until every agent (of `nodes`, default all) has every record its node has
+        synced acknowledged."""
         for n, agent in self.agents.items():
+            if nodes and n not in nodes:
+                continue
             node = self.ring.node(n)
             offsets = settled_offsets(node.cdc_raw_dir, allow_empty=True)
 
@@ -428,7 +430,7 @@ def raw_records(env: dict, ks: str, table: str) -> list[dict]:
     """Every raw record of a table in a ring test's `env` (from the raw topic), decoded."""
     records = (read_row_update(m.value())
                for m in read_to_end(env["ring"].bootstrap_servers, raw_topic(env["prefix"]))
-               if not is_heartbeat(m.value()) and not is_table_drop(m.value()))
+               if is_row_update(m.value()))
     return [r for r in records if (r["keyspace"], r["table"]) == (ks, table)]
 
 

@@ -28,8 +28,8 @@ from devstack import stack as devstack
 from devstack.settings import StackSettings, repo_root
 from materializer.kafka.avro_registry import ConfluentRegistry, RegistryError
 from materializer.output.avro_wire import RegistryAccess
-from shared.heartbeat import is_heartbeat
 from shared.kafka_topics import TopicCreator, read_to_end
+from shared.rowupdate import is_row_update
 from shared.rowupdate_reader import read_row_update
 from shared.schema import catalog_from_json
 from shared.system_schema import read_system_schema
@@ -97,7 +97,7 @@ def _raw_count(s: StackSettings, tables: list[str]) -> int:
     if raw_topic(PREFIX) not in AdminClient(conf).list_topics(timeout=10).topics:
         return 0
     records = (read_row_update(m.value()) for m in read_to_end(conf, raw_topic(PREFIX))
-               if not is_heartbeat(m.value()))
+               if is_row_update(m.value()))
     return sum(f"{r['keyspace']}.{r['table']}" in tables for r in records)
 
 
