@@ -72,7 +72,7 @@ class ProgressMetrics:
             "Raw records of a table dropped in an earlier micro-batch, left out of the merge")
         self.truncated_keys = r.counter(
             _P + "truncated_table_keys_total",
-            "Keys whose state a TRUNCATE of their table changed (rows removed), per table",
+            "Keys whose rows a TRUNCATE of their table removed (their events), per table",
             ("table",))
         self.truncated_covered = r.counter(
             _P + "truncated_table_records_total",

@@ -22,7 +22,7 @@ class TaskStats:
         self.beats: dict[str, int] = {}  # publisher host → its newest heartbeat's clock (ms)
         self.dropped: dict[str, int] = {}  # dropped table → store entries freed
         self.late = 0  # records of tables dropped in an earlier batch, not merged
-        self.truncated: dict[str, int] = {}  # truncated table → keys whose state it changed
+        self.truncated: dict[str, int] = {}  # truncated table → keys it gave events
         self.covered = 0  # records all of whose writes a truncation removed, not merged
 
     def event(self, table: str, age_s: float) -> None:
@@ -43,7 +43,7 @@ class TaskStats:
         self.dropped[table] = self.dropped.get(table, 0) + entries
 
     def truncate(self, table: str, keys: int) -> None:
-        """`table` was truncated: the state of `keys` of its keys changed in this task."""
+        """`table` was truncated: `keys` of its keys got events (rows removed) in this task."""
         self.truncated[table] = self.truncated.get(table, 0) + keys
 
     def to_json(self) -> str | None:
