@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from devstack.settings import StackSettings
+
 PER_EXAMPLE = 18
 NOW_US = int(time.time() * 1_000_000)
 
@@ -75,6 +77,8 @@ COLUMN_TYPES = {
     "v_flist": "frozen<list<int>>", "v_fset": "frozen<set<text>>",
     "v_fmap": "frozen<map<int, text>>",
 }
+if StackSettings.from_env().cassandra_version != "5.0":
+    del COLUMN_TYPES["v_vector"]  # a 5.0 type: the tables of a 4.x node go without it
 VALUE = {name: SCALARS[name[2:]] for name in COLUMN_TYPES}
 ELEM_LIST, ELEM_SET = TEXT, st.integers(-50, 50).map(str)
 MAP_KEY = st.sampled_from(["'k1'", "'k2'", "'k3'", "'k4'"])
