@@ -156,3 +156,14 @@ class KafkaSink:
     def _check_stopping(self) -> None:
         if self.stopping.is_set():
             raise SinkStopped("stopping while waiting for Kafka")
+
+
+def to_every_raw_partition(sink: KafkaSink, key: bytes, value: bytes,
+                           on_delivery: Callable[[Any, Any], None], partitions: int) -> int:
+    """Hand one record to each of the raw topic's `partitions` partitions (what every task of
+    the materializer must meet: heartbeats, table-dropped and table-truncated records); how
+    many records that was."""
+    topic = topic_names.raw_topic(sink.prefix)
+    for p in range(partitions):
+        sink.produce(topic, key, value, on_delivery, counted=True, partition=p)
+    return partitions

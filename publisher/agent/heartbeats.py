@@ -15,8 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from publisher.kafka_sink import KafkaSink
-from shared import topic_names
+from publisher.kafka_sink import KafkaSink, to_every_raw_partition
 from shared.heartbeat import Heartbeat, encode_heartbeat
 from shared.metrics import Registry
 
@@ -32,7 +31,6 @@ class Heartbeats:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.sink, self.host, self.interval_s, self.clock = sink, host, interval_s, clock
         self.last = -float("inf")
-        self.topic = topic_names.raw_topic(sink.prefix)
         self.partitions = 0  # of the raw topic, as last read
         self.topics_at = -float("inf")
         self.sent = metrics.counter("casscade_publisher_heartbeats_sent_total",
@@ -60,9 +58,7 @@ class Heartbeats:
                 return 0
         value = encode_heartbeat(Heartbeat(self.host, int(time.time() * 1000), position))
         key = self.host.encode()
-        for p in range(self.partitions):
-            self.sink.produce(self.topic, key, value, self._delivered, counted=True,
-                              partition=p)
+        to_every_raw_partition(self.sink, key, value, self._delivered, self.partitions)
         self.sent.inc(self.partitions)
         return self.partitions
 

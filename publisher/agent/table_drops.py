@@ -21,8 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from publisher.commitlog.schema_source import SchemaSource
-from publisher.kafka_sink import KafkaSink
-from shared import topic_names
+from publisher.kafka_sink import KafkaSink, to_every_raw_partition
 from shared.metrics import Registry
 from shared.table_drop import TableDrop, encode_table_drop
 
@@ -62,15 +61,13 @@ class TableDrops:
             log.warning("dropped tables not announced yet: the raw topic's partitions could "
                         "not be read", extra={"error": str(exc)})
             return 0
-        topic = topic_names.raw_topic(self.sink.prefix)
         count = 0
         for table_id, table in sorted(new.items(), key=lambda item: item[1].name):
             value = encode_table_drop(TableDrop(table_id, table.keyspace, table.table,
                                                 self.host, int(time.time() * 1000)))
-            for p in range(partitions):  # none while the raw topic does not exist
-                self.sink.produce(topic, table_id.bytes, value, self._delivered,
-                                  counted=True, partition=p)
-                count += 1
+            # none while the raw topic does not exist
+            count += to_every_raw_partition(self.sink, table_id.bytes, value, self._delivered,
+                                            partitions)
             self.announced.add(table_id)
             log.warning(f"table {table.name} was dropped: its keys' state is freed by the "
                         "materializer", extra={"table_id": str(table_id),

@@ -25,8 +25,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from publisher.commitlog.schema_source import SchemaSource
-from publisher.kafka_sink import KafkaSink
-from shared import topic_names
+from publisher.kafka_sink import KafkaSink, to_every_raw_partition
 from shared.metrics import Registry
 from shared.table_truncate import TableTruncate, encode_table_truncate, parse_truncation_record
 
@@ -140,14 +139,11 @@ class Truncations:
             return 0
         if partitions == 0:
             return 0  # no raw topic yet: nothing of the table's is in Kafka to remove
-        topic = topic_names.raw_topic(self.sink.prefix)
         count = 0
         for truncate in sorted(new, key=lambda t: t.name):
-            value = encode_table_truncate(truncate)
-            for p in range(partitions):
-                self.sink.produce(topic, truncate.table_id.bytes, value, self._delivered,
-                                  counted=True, partition=p)
-                count += 1
+            count += to_every_raw_partition(self.sink, truncate.table_id.bytes,
+                                            encode_table_truncate(truncate), self._delivered,
+                                            partitions)
             self.announced[truncate.table_id] = truncate.truncated_at_ms
             log.info(f"table {truncate.name} was truncated: the materializer removes what "
                      "it held", extra={"table_id": str(truncate.table_id),

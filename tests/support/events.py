@@ -37,12 +37,12 @@ def i32(v: int) -> bytes:
     return struct.pack(">i", v)
 
 
-def row_of(table: TableSchema, pk: int, qty: int, ts_s: int) -> bytes:
-    """The raw value of an INSERT of row (pk, 1) of `table` (TABLE's columns) with `qty`,
+def row_of(table: TableSchema, pk: int, qty: int, ts_s: int, line: int = 1) -> bytes:
+    """The raw value of an INSERT of row (pk, line) of `table` (TABLE's columns) with `qty`,
     written at `ts_s`, without a TTL."""
     return rowupdate.encode({
         "table_id": table.id.bytes, "keyspace": table.keyspace, "table": table.table,
-        "schema_hash": table.schema_hash, "partition_key": i32(pk), "clustering": [i32(1)],
+        "schema_hash": table.schema_hash, "partition_key": i32(pk), "clustering": [i32(line)],
         "kind": "ROW", "shadowable": False, "range": None, "deletion": None,
         "liveness": {"timestamp": ts_s * 1_000_000, "ttl": 0, "local_expiration_time": 0},
         "cells": [{"column": "qty", "path": None, "value": i32(qty),

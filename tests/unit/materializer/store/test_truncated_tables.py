@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from shared import rowupdate
 from shared.table_truncate import (
     TableTruncate,
     decode_table_truncate,
@@ -116,20 +115,8 @@ def test_a_later_truncation_removes_what_came_between(tmp_path) -> None:
 
 
 def _line(pk: int, line: int, ts_s: int) -> tuple[bytes, bytes]:
-    """An INSERT of row (pk, line) of orders at `ts_s`."""
-    value = rowupdate.encode({
-        "table_id": TABLE.id.bytes, "keyspace": "shop", "table": "orders",
-        "schema_hash": TABLE.schema_hash, "partition_key": i32(pk), "clustering": [i32(line)],
-        "kind": "ROW", "shadowable": False, "range": None, "deletion": None,
-        "liveness": {"timestamp": ts_s * 1_000_000, "ttl": 0, "local_expiration_time": 0},
-        "cells": [{"column": "qty", "path": None, "value": i32(line),
-                   "timestamp": ts_s * 1_000_000, "ttl": 0, "local_deletion_time": 0,
-                   "tombstone": False}],
-        "complex_deletions": [],
-        "source": {"host": "10.0.0.1", "datacenter": "dc1", "file": "CommitLog-7-5.log",
-                   "segment_id": 5, "position": 1000 + line, "index": 0,
-                   "commitlog_version": 7, "messaging_version": 12}})
-    return raw_key(TABLE.id, i32(pk)), value
+    """An INSERT of row (pk, line) of orders at `ts_s` (its qty: the line)."""
+    return raw_key(TABLE.id, i32(pk)), row_of(TABLE, pk, line, ts_s, line=line)
 
 
 def test_a_truncate_removes_every_row_of_a_wide_partition_in_its_pages(tmp_path) -> None:
