@@ -44,7 +44,6 @@ from shared.pids import pid_alive
 from shared.topic_names import job_topic, lease_transactional_id
 
 log = logging.getLogger(__name__)
-LEASE_S = 30.0  # a claim not renewed for this long is a job that is gone
 TIMEOUT_S = 30.0
 _KEY = b"lease"
 # compacted, and rolled often, so a start reads a few hundred records at most
@@ -102,7 +101,7 @@ class JobLease:
     """This job's hold on topic prefix `prefix` (acquire, renew in a thread, release)."""
 
     def __init__(self, kafka: Mapping[str, str], prefix: str, checkpoint: str,
-                 replication: int, lease_s: float = LEASE_S) -> None:
+                 replication: int, lease_s: float) -> None:
         self.kafka, self.prefix, self.lease_s = dict(kafka), prefix, lease_s
         host = socket.gethostname()
         self.mine = Claim(checkpoint_identity(str(checkpoint), host), host, os.getpid(), 0)

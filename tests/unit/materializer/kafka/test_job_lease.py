@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from materializer.kafka.job_lease import Claim, checkpoint_identity, refusal
+from materializer.settings import KafkaSettings
 
 NOW_MS = 1_800_000_000_000
 MINE = Claim("hdfs://nn/ckpt/b", "host-b", 20, 0)
@@ -79,7 +80,8 @@ def _error(code: int, fatal: bool = False, retriable: bool = False, abort: bool 
 def _lease(monkeypatch, last: Claim | None, producers: list[_Producer]):
     from materializer.kafka import job_lease
 
-    lease = job_lease.JobLease({"bootstrap.servers": "127.0.0.1:1"}, "p", "/ckpt", 1)
+    lease = job_lease.JobLease({"bootstrap.servers": "127.0.0.1:1"}, "p", "/ckpt", 1,
+                               KafkaSettings().job_lease_s)
     monkeypatch.setattr(lease, "last_claim", lambda: last)
     made = iter(producers)
     monkeypatch.setattr(lease, "_new_producer", lambda: next(made))
