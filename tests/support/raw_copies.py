@@ -40,8 +40,10 @@ def copy_raw(stack, src_prefix: str, dst_prefix: str, copies: int, seed: int,
     for topic in topics:
         rnd = random.Random(f"{seed}/{topic[len(src_prefix):]}")
         by_key: dict[bytes, list[bytes]] = defaultdict(list)
+        raw = topic == raw_topic(src_prefix)
         for msg in read_to_end(stack.bootstrap_servers, topic):
-            if rowupdate.is_row_update(msg.value()):  # the copies carry row updates only
+            # the raw topic's copies carry row updates only; the schema topic goes as it is
+            if not raw or rowupdate.is_row_update(msg.value()):
                 by_key[msg.key()].append(msg.value())
         out_topic = dst_prefix + topic[len(src_prefix):]
         creator.ensure(out_topic, compacted=out_topic.endswith(".schemas"))
