@@ -43,6 +43,10 @@ class Files(Protocol):
         """The names in directory `relative`, sorted ([] if it does not exist)."""
         ...
 
+    def delete(self, relative: str) -> None:
+        """Remove file `relative` (nothing if it does not exist)."""
+        ...
+
 
 class LocalFiles:
     """Files under a local checkpoint directory."""
@@ -76,3 +80,7 @@ class LocalFiles:
         """The names in directory `relative`, sorted ([] if it does not exist)."""
         path = self._root / relative
         return sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+
+    def delete(self, relative: str) -> None:
+        """Remove file `relative` (nothing if it does not exist)."""
+        (self._root / relative).unlink(missing_ok=True)

@@ -72,6 +72,30 @@ class CheckpointRefused(Exception):
     """The partition stores cannot run with this checkpoint or these raw topics."""
 
 
+# Spark writes each file of its offset and commit logs as a hidden temporary file first and
+# renames it into place: `.<batch>.<uuid>.tmp`, with a local file system's checksum file
+# `..<batch>.<uuid>.tmp.crc` beside it
+_SPARK_TEMP = re.compile(r"\.\.?\d+\.[0-9a-f-]+\.tmp(\.crc)?")
+_LOGS = ("offsets", "commits")
+
+
+def clear_unfinished_start(files: Files) -> list[str]:
+    """Remove the temporary files a driver stopped while writing the query's first offsets
+    left in the checkpoint's logs (never renamed into place, so never part of them), while
+    no batch was ever planned: Spark takes any file there at batch 0 for another query's
+    and refuses to start, every time (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY). Returns
+    what it removed."""
+    if any(name.isdigit() for log in _LOGS for name in files.names(log)):
+        return []  # a batch was planned: Spark itself ignores temporary files from here on
+    removed = []
+    for log in _LOGS:
+        for name in files.names(log):
+            if _SPARK_TEMP.fullmatch(name):
+                files.delete(f"{log}/{name}")
+                removed.append(f"{log}/{name}")
+    return removed
+
+
 def check_start(files: Files, started: bool, partitions: dict[str, int], prefix: str) -> None:
     """Refuse what the partition stores cannot follow: a checkpoint an earlier casscade
     started in its spark state mode or for its per-table raw topics, or a raw topic with

@@ -89,6 +89,14 @@ class HadoopFiles:
             return sorted(str(st.getPath().getName()) for st in fs.listStatus(path))
 
 
+    def delete(self, relative: str) -> None:
+        """Remove file `relative` (nothing if it does not exist)."""
+        with self._errors(relative, "deleting it"):
+            path, fs = self._path(relative)
+            if fs.exists(path):
+                fs.delete(path, False)
+
+
 def files(spark: SparkSession | None, location: str | Path) -> Files:
     """The files under `location`: through Spark's Hadoop file systems when there is a
     session, else a local path directly (a URI without a session: ValueError)."""

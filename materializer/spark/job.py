@@ -210,6 +210,11 @@ def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[s
     `made`: the event topics made at start."""
     k = cfg.kafka
     files = hadoop_files.files(spark, cfg.spark.checkpoint)
+    cleared = records.clear_unfinished_start(files)
+    if cleared:
+        log.warning("removed what a stop during the query's first start left in the "
+                    "checkpoint (temporary files of its first offsets, never written)",
+                    extra={"checkpoint": files.location, "files": cleared})
     records.check_start(files, files.exists("commits/0"), raw_partitions,
                                    k.topic_prefix)
     records.check_owner(files, cluster_id(k.client()), k.topic_prefix)

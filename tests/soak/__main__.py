@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -66,6 +67,9 @@ def main(statements: int, duration_s: float, fault_target: int, every_s: float,
          seed: int | None, master: str, delivery: str, workers: int, partitions: int,
          work: Path | None, keep: bool) -> None:
     """Soak the pipeline under faults and print one report (exit 1 on any mismatch)."""
+    # a SIGTERM ends the run as Ctrl-C does: through the finally below, which stops the
+    # ring, the agents and the job it started (Python's default would leave them running)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     seed = seed if seed is not None else random.SystemRandom().randrange(10**6)
     kinds = KINDS if master == "cluster" else tuple(k for k in KINDS if k != "worker")
     print(f"[soak] seed {seed}: replay with --seed {seed} --master {master} --statements "

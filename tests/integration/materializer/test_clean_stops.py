@@ -19,8 +19,10 @@ from shared.kafka_topics import TopicCreator, read_to_end
 from shared.topic_names import raw_key, raw_topic
 
 from support.materializer_harness import (
+    inserted_rows,
     kill_group,
     materializer_command,
+    publish_inserts,
     run_materializer,
     start_materializer,
 )
@@ -113,3 +115,27 @@ def test_a_stop_while_spark_starts_ends_cleanly(stack: StackSettings, tmp_path: 
     text = log.read_text()
     assert code == 0 and "Traceback" not in text, text[-3000:]
     assert "materializer run ended" in text
+
+
+def test_a_driver_killed_while_writing_its_first_offsets_starts_again(
+        stack: StackSettings, tmp_path: Path) -> None:
+    """A driver SIGKILLed while Spark wrote the query's first offsets (the soak's first
+    driver fault, 17 s into its writes) leaves the temporary file of batch 0 in the offset
+    log, never renamed into place. Spark 4.2 takes any file there at batch 0 for another
+    query's and refused every start after it (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY):
+    the job now removes such files and starts. The checkpoint is made as that driver left
+    it: its metadata, an empty commit log, the offset log's temporary file and checksum."""
+    prefix = f"first{uuid.uuid4().hex[:6]}"
+    publish_inserts(stack.bootstrap_servers, prefix, {0: range(5), 1: range(5, 10)})
+    checkpoint = tmp_path / "checkpoint"
+    for log_dir in ("offsets", "commits"):
+        (checkpoint / log_dir).mkdir(parents=True)
+    (checkpoint / "metadata").write_text(f'{{"id":"{uuid.uuid4()}"}}')
+    temp = f".0.{uuid.uuid4()}.tmp"
+    (checkpoint / "offsets" / temp).write_text("")
+    (checkpoint / "offsets" / f".{temp}.crc").write_text("")
+    log = tmp_path / "job.log"
+    run_materializer(materializer_command(stack, prefix, checkpoint), log)
+    assert len(inserted_rows(stack.bootstrap_servers, prefix)) == 10
+    assert "removed what a stop during the query's first start left" in log.read_text()
+    assert (checkpoint / "commits" / "0").exists()
