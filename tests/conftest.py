@@ -67,6 +67,36 @@ def ring(stack: StackSettings) -> Iterator[StackSettings]:
             list(pool.map(lambda node: cassandra.shutdown(node, drain=False), started))
 
 
+# A node of another Cassandra line (4.0, 4.1), one at a time beside the stack: ports and a
+# state directory of its own; the differential runs on each line as on 5.0.
+LINE_PORTS = {"cql_port": 9242, "storage_port": 7200, "jmx_port": 7400}
+
+
+@pytest.fixture(scope="module", params=["5.0", "4.1", "4.0"])
+def line_node(request: pytest.FixtureRequest, stack_settings: StackSettings
+              ) -> Iterator[StackSettings]:
+    """A one-node Cassandra of each supported line in turn: 5.0 is the stack's own node;
+    4.1 and 4.0 (on the Java 11 the stack fetches) are started for the module and stopped
+    after it, unless they were running (without Kafka: the differential reads cdc_raw)."""
+    line = request.param
+    if line == stack_settings.cassandra_version:
+        yield request.getfixturevalue("stack")
+        return
+    stack = stack_settings
+    s = replace(stack, state_dir=stack.state_dir / f"cassandra-{line}",
+                cluster_name=f"casscade-{line.replace('.', '')}", nodes=1,
+                cassandra_version=line, **LINE_PORTS)
+    report = devstack.up(s, log=lambda msg: print(f"[cassandra {line}] {msg}"),
+                         with_kafka=False)
+    try:
+        yield s
+    finally:
+        from devstack import cassandra
+
+        if report.cassandra_started:
+            cassandra.shutdown(s, drain=False)
+
+
 @pytest.fixture(scope="session")
 def cql(stack: StackSettings):
     """A cassandra-driver session on the local node."""

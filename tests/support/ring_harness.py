@@ -36,12 +36,14 @@ from support.publisher_harness import AgentProcess
 from support.reference import settled_offsets
 from support.services import http_get, wait_until
 from support.workload import (
+    ALL_COLUMNS,
     INT,
     P1,
     P2,
     TEXT,
     create_workload_tables,
     draw_statements,
+    node_columns,
     statement,
 )
 
@@ -159,13 +161,14 @@ def keyspace_tables(truth: Any, ks: str, only: Sequence[str] | None = None
 
 
 @st.composite
-def ring_statement(draw: Any, ks: str, partitions: int = 4) -> str:
+def ring_statement(draw: Any, ks: str, partitions: int = 4,
+                   columns: tuple[str, ...] = ALL_COLUMNS) -> str:
     """A statement of the random workload, or one that only a ring makes interesting: a
     static column written with rows in one mutation, and lightweight transactions
-    (`partitions`: as `statement`'s)."""
+    (`partitions`, `columns`: as `statement`'s)."""
     kind = draw(st.sampled_from(["plain"] * 8 + ["static_row", "static_batch", "lwt"]))
     if kind == "plain":
-        return draw(statement(ks, partitions))
+        return draw(statement(ks, partitions, columns))
     p1 = draw(P1 if partitions == 4 else st.integers(0, partitions - 1))
     p2 = draw(P2)
     pk, where_pk = f"{p1}, {p2}", f"p1 = {p1} AND p2 = {p2}"
@@ -214,7 +217,8 @@ def run_ring_workload(sessions: dict[int, Any], ks: str, count: int, seed: int,
     rng = random.Random(seed)
     hooks = at if at is not None else {}
     done = Workload()
-    for text in draw_statements(ring_statement(ks), count, cover):
+    for text in draw_statements(ring_statement(ks, columns=node_columns(sessions[1])), count,
+                                cover):
         hook = hooks.pop(len(done.executed), None)
         if hook is not None:
             hook()
@@ -252,7 +256,8 @@ def _concurrent_workload(sessions: dict[int, Any], ks: str, count: int, seed: in
 
     rng = random.Random(seed)
     plan = [(rng.choice(list(sessions)), rng.choice([CL.ONE, CL.QUORUM, CL.ALL]), text)
-            for text in draw_statements(ring_statement(ks), count, cover)]
+            for text in draw_statements(ring_statement(ks, columns=node_columns(sessions[1])),
+                                        count, cover)]
 
     def execute(step: tuple[int, int, str]) -> bool:
         node, cl, text = step

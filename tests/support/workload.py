@@ -11,8 +11,6 @@ from collections.abc import Callable, Sequence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from devstack.settings import StackSettings
-
 PER_EXAMPLE = 18
 NOW_US = int(time.time() * 1_000_000)
 
@@ -77,8 +75,7 @@ COLUMN_TYPES = {
     "v_flist": "frozen<list<int>>", "v_fset": "frozen<set<text>>",
     "v_fmap": "frozen<map<int, text>>",
 }
-if StackSettings.from_env().cassandra_version != "5.0":
-    del COLUMN_TYPES["v_vector"]  # a 5.0 type: the tables of a 4.x node go without it
+ALL_COLUMNS = tuple(sorted(COLUMN_TYPES))
 VALUE = {name: SCALARS[name[2:]] for name in COLUMN_TYPES}
 ELEM_LIST, ELEM_SET = TEXT, st.integers(-50, 50).map(str)
 MAP_KEY = st.sampled_from(["'k1'", "'k2'", "'k3'", "'k4'"])
@@ -99,10 +96,19 @@ def _using(draw, ttl_ok: bool = True) -> str:
     return (" USING " + " AND ".join(parts)) if parts else ""
 
 
+def node_columns(cql) -> tuple[str, ...]:
+    """The value columns of {ks}.r that the node's Cassandra line has (sorted): vector is a
+    5.0 type, so the tables of a 4.x node go without it."""
+    release = cql.execute("SELECT release_version FROM system.local").one().release_version
+    return tuple(c for c in ALL_COLUMNS if c != "v_vector" or not release.startswith("4."))
+
+
 @st.composite
-def statement(draw, ks: str, partitions: int = 4) -> str:
+def statement(draw, ks: str, partitions: int = 4, columns: tuple[str, ...] = ALL_COLUMNS
+              ) -> str:
     """One random CQL statement against {ks}.r or {ks}.ctr; `partitions`: the values of p1
-    (4: a few hot partitions; a soak spreads wider)."""
+    (4: a few hot partitions; a soak spreads wider); `columns`: the value columns the
+    table has (`node_columns`)."""
     p1 = P1 if partitions == 4 else st.integers(0, partitions - 1)
     key = [str(draw(p1)), draw(P2), str(draw(C1)), draw(C2)]
     where_pk = f"p1 = {key[0]} AND p2 = {key[1]}"
@@ -112,7 +118,7 @@ def statement(draw, ks: str, partitions: int = 4) -> str:
         + ["static", "delete_cells", "delete_row", "delete_range", "delete_partition",
            "batch", "counter"]))
     if kind == "insert":
-        cols = draw(st.lists(st.sampled_from(sorted(COLUMN_TYPES)), min_size=1, max_size=6,
+        cols = draw(st.lists(st.sampled_from(columns), min_size=1, max_size=6,
                              unique=True))
         extra = draw(st.sampled_from([[], ["l"], ["s"], ["m"], ["u"]]))
         names = ["p1", "p2", "c1", "c2", *cols, *extra]
@@ -128,7 +134,7 @@ def statement(draw, ks: str, partitions: int = 4) -> str:
         return (f"INSERT INTO {ks}.r ({', '.join(names)}) VALUES ({', '.join(vals)})"
                 f"{_using(draw)}")
     if kind == "update":
-        cols = draw(st.lists(st.sampled_from(sorted(COLUMN_TYPES)), min_size=1, max_size=4,
+        cols = draw(st.lists(st.sampled_from(columns), min_size=1, max_size=4,
                              unique=True))
         sets = ", ".join(f"{c} = {draw(VALUE[c])}" for c in cols)
         return f"UPDATE {ks}.r{_using(draw)} SET {sets} WHERE {where_row}"
@@ -146,7 +152,7 @@ def statement(draw, ks: str, partitions: int = 4) -> str:
                                    "s_int = null"]))
         return f"UPDATE {ks}.r{_using(draw)} SET {op} WHERE {where_pk}"
     if kind == "delete_cells":
-        cols = draw(st.lists(st.sampled_from([*sorted(COLUMN_TYPES), "l", "s", "m", "u"]),
+        cols = draw(st.lists(st.sampled_from([*columns, "l", "s", "m", "u"]),
                              min_size=1, max_size=3, unique=True))
         elem = "" if "m" in cols else draw(st.sampled_from(["", f", m[{draw(MAP_KEY)}]"]))
         return (f"DELETE {', '.join(cols)}{elem} FROM {ks}.r{_using(draw, False)} "
@@ -173,7 +179,7 @@ def statement(draw, ks: str, partitions: int = 4) -> str:
 def create_workload_tables(cql, ks: str) -> None:
     """The UDT and the two CDC tables `statement` writes to: {ks}.r (every type) and {ks}.ctr."""
     cql.execute(f"CREATE TYPE {ks}.pt (a int, b text)")
-    columns = ", ".join(f"{c} {t}" for c, t in COLUMN_TYPES.items())
+    columns = ", ".join(f"{c} {COLUMN_TYPES[c]}" for c in node_columns(cql))
     cql.execute(f"CREATE TABLE {ks}.r (p1 int, p2 text, c1 int, c2 text, "
                 f"s_int int static, s_set set<int> static, {columns}, l list<text>, "
                 f"s set<int>, m map<text, bigint>, u pt, PRIMARY KEY ((p1, p2), c1, c2)) "
@@ -215,7 +221,9 @@ def run_workload(cql, ks: str, count: int, cover: Sequence[str] = (),
     """Execute about `count` hypothesis-drawn statements (each marker of `cover` in at least
     `floor` of them) that `keep` accepts; returns them in order."""
     executed: list[str] = []
-    for cql_text in filter(keep, draw_statements(statement(ks), count, cover, floor)):
+    columns = node_columns(cql)
+    for cql_text in filter(keep, draw_statements(statement(ks, columns=columns), count, cover,
+                                                 floor)):
         cql.execute(cql_text, timeout=30)
         executed.append(cql_text)
     return executed
