@@ -22,7 +22,7 @@ from materializer.output.envelope import EnvelopeWriter, dumps
 from materializer.output.event_settings import EventSettings
 from materializer.rules.clustering import ClusteringOrder
 from materializer.rules.events import Change, ChangeDetector, from_snapshot
-from materializer.rules.image import STATIC_ONLY, VisibleForm
+from materializer.rules.image import STATIC_ONLY, VisibleForm, partition_images
 from materializer.rules.merge import Merger
 from materializer.rules.model import PartitionState
 from materializer.rules.pages import DEFAULT_PAGE_ROWS, PageWrites, attach, pages_to_load, store
@@ -215,6 +215,40 @@ class KeyMaterializer:
         self._render(version, partition_key, changes, now_ms, result)
         return self._finish(version, state, schema_hash, now_ms, result)
 
+    def live_rows(self, partition_key: bytes, state_blob: bytes | None,
+                  schema_hash: str | None, now_ms: int, read_pages: PageSource | None = None,
+                  topic: str = "") -> Result:
+        """The key's live rows as `r` events (source file "truncate"), as it last reported
+        them: written again after its table's truncate events (`shared.truncate_barrier`).
+        The state is not changed (the result carries no state to write)."""
+        result = Result()
+        if not state_blob or schema_hash is None:
+            return result
+        version = self._version(schema_hash)
+        state = PartitionState.loads(state_blob)
+        if state.pages:
+            ids = [p[0] for p in state.pages]
+            if read_pages is None:
+                raise ValueError(f"{topic} key {partition_key.hex()}: the state has pages but "
+                                 "no page source was given")
+            attach(state, ids, read_pages(ids), f"{topic} key {partition_key.hex()}")
+        at_us = state.evaluated_at * 1_000_000
+        rows = partition_images(state, state.evaluated_at)
+        changes = [Change("r", ck, None, rows[ck], None, at_us)
+                   for ck in sorted(rows, key=version.detector.merger.order.key)]
+        self._render(version, partition_key, changes, now_ms, result,
+                     version.writer.source(at_us, snapshot=True, file="truncate"))
+        return result
+
+    def truncate_event(self, schema_hash: str, floor_us: int, now_ms: int
+                       ) -> tuple[str, bytes | None, bytes]:
+        """A truncate event (`op: t`, no key, no images) of the table of `schema_hash`, for
+        its truncations up to `floor_us` (source file "truncate")."""
+        version = self._version(schema_hash)
+        w = version.writer
+        return version.topic, None, w.value("t", None, None,
+                                            w.source(floor_us, file="truncate"), now_ms)
+
     def reject(self, topic: str, key: bytes | None, records: Iterable[RawRecord]) -> Result:
         """Dead letters for records whose Kafka key is not a raw key (a table id, then a
         partition key): written by something other than a casscade publisher."""
@@ -257,25 +291,27 @@ class KeyMaterializer:
         return result
 
     def _render(self, version: _TableVersion, partition_key: bytes, changes: list[Change],
-                now_ms: int, result: Result) -> None:
+                now_ms: int, result: Result, source: dict[str, Any] | None = None) -> None:
+        """Events of `changes` into `result` (`source`: every event's, instead of each
+        change's own)."""
         w = version.writer
         for ch in changes:
             if version.skip_static_only and ch.clustering == STATIC_ONLY:
                 continue
             key = w.rows.key(partition_key, ch.clustering)
-            source = self._source(w, ch)
+            where = self._source(w, ch) if source is None else source
             op = ch.op
             if op == "c" and ch.cause is not None and from_snapshot(ch.cause):
                 op = "r"  # a row first seen through the bootstrap snapshot
             before, after = w.rows.row(key, ch.before), w.rows.row(key, ch.after)
             try:
                 event_key = w.key(key)
-                event = w.value(op, before, after, source, now_ms)
+                event = w.value(op, before, after, where, now_ms)
             except (ValueError, TypeError, OverflowError) as exc:
                 # a value the event format cannot carry (an int64, JSON or Avro, holding a varint
                 # beyond 64 bits): this event to the dead-letter topic, the rest flows on
                 result.outputs.append(self._unencodable(version, key, op, before, after,
-                                                        source, exc))
+                                                        where, exc))
                 continue
             result.outputs.append((version.topic, event_key, event))
             if ch.cause is not None and op != "r":

@@ -15,10 +15,14 @@ The layout (docs/architecture.md "Raw records"):
 
 - `<prefix>.jobs`: the claim of the materializer job that holds the prefix's lease
   (compacted; `materializer.kafka.job_lease`).
+- `<prefix>.truncations`: how far each raw partition's store has applied each table's
+  truncations, and the truncate events written (compacted; `materializer.kafka.
+  truncate_barrier`).
 
 And names that are not a topic's: transactional ids, all under `casscade.<prefix>.`: each
 raw partition's (exactly-once delivery), `casscade.<prefix>.<raw topic>.<partition>`, and
-the job lease's, `casscade.<prefix>.job-lease`.
+the job lease's, `casscade.<prefix>.job-lease`, and the truncate barrier's,
+`casscade.<prefix>.truncations`.
 
 Cassandra's keyspace and table names have no dots, so `<prefix>.raw.<keyspace>.<table>`
 (the per-table raw topics of an earlier casscade) cannot be taken for any name here; such
@@ -88,6 +92,16 @@ def lease_transactional_id(prefix: str) -> str:
     """The transactional id of the prefix's job lease (a raw topic's name holds `.raw`, so
     no raw partition's id is this)."""
     return f"{transactional_id_prefix(prefix)}job-lease"
+
+
+def truncations_topic(prefix: str) -> str:
+    """`<prefix>.truncations`: the truncate barrier's progress (compacted)."""
+    return f"{prefix}.truncations"
+
+
+def truncations_transactional_id(prefix: str) -> str:
+    """The transactional id of the prefix's truncate barrier (its truncate events)."""
+    return f"{transactional_id_prefix(prefix)}truncations"
 
 
 def job_topic(prefix: str) -> str:

@@ -8,18 +8,23 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from materializer.checkpoint import records
 from materializer.checkpoint.files import is_uri
+from materializer.kafka import truncate_barrier
 from materializer.kafka.changelog import ChangelogJob
 from materializer.kafka.start_topics import create_event_topics, raw_partitions
+from materializer.kafka.truncate_barrier import Render, TruncateBarrierWriter
 from materializer.output.event_settings import EventSettings
+from materializer.rules.truncate_barrier import Due
 from materializer.settings import MaterializerConfig, SparkSettings
 from materializer.spark import class_archive, hadoop_files, partition_job, pyspark_internals
 from materializer.store.layout import state_root
+from materializer.task.worker_clients import key_handler
 from shared import topic_names
 from shared.kafka_reach import cluster_id
 from shared.pids import pid_alive
@@ -193,14 +198,37 @@ def consumer_cache_capacity(raw_partitions: dict[str, int]) -> int:
     return sum(raw_partitions.values()) + SPARK_CONSUMER_CACHE
 
 
-def start(spark: SparkSession, cfg: MaterializerConfig,
-          available_now: bool = False) -> StreamingQuery:
-    """Start the query; `available_now` processes what is in Kafka now, then stops."""
+def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = False
+          ) -> tuple[StreamingQuery, TruncateBarrierWriter]:
+    """Start the query; `available_now` processes what is in Kafka now, then stops. With it,
+    the truncate barrier's writer, for the driver to poll while the query runs."""
     k = cfg.kafka
     raw = raw_partitions(k.client(), k.topic_prefix)
     made = frozenset(create_event_topics(k.client(), k.topic_prefix, cfg.events.partitions,
                                          cfg.events.replication_factor))
-    return write_events(_events(spark, cfg, raw, made), cfg, available_now)
+    truncate_barrier.ensure_topic(k.client(), k.topic_prefix, cfg.events.replication_factor)
+    events = _events(spark, cfg, raw, made)
+    job_id = records.job_id(hadoop_files.files(spark, cfg.spark.checkpoint))
+    barrier = TruncateBarrierWriter(
+        k.client(), k.topic_prefix, job_id, raw, cfg.events.exactly_once,
+        _truncate_events(cfg, made), int(cfg.events.transaction_timeout_s * 1000))
+    return write_events(events, cfg, available_now), barrier
+
+
+def _truncate_events(cfg: MaterializerConfig, made: frozenset[str]) -> Render:
+    """How the driver renders a table's truncate event: with the workers' KeyMaterializer
+    (the same envelope, format and schemas as the table's other events)."""
+    k = cfg.kafka
+    handler = key_handler(k.client(), k.topic_prefix, event_settings(cfg),
+                          cfg.spark.state_page_rows, made)
+
+    def render(due: Due) -> tuple[str, bytes] | None:
+        if due.schema_hash is None:
+            return None
+        topic, _key, value = handler.truncate_event(due.schema_hash, due.written.floor_us,
+                                                    int(time.time() * 1000))
+        return topic, value
+    return render
 
 
 def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[str, int],

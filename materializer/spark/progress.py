@@ -78,6 +78,10 @@ class ProgressMetrics:
             _P + "truncated_table_records_total",
             "Raw records written before a TRUNCATE of their table that arrived after it "
             "(a lagging publisher's copies), left out of the merge")
+        self.truncate_events = r.counter(
+            _P + "truncate_events_total",
+            "Truncations of a table whose truncate events (op t, one per partition of its "
+            "event topic) the driver wrote, per table", ("table",))
         self.heartbeats: dict[str, int] = {}  # host → newest heartbeat's clock (ms)
         r.on_scrape(self._heartbeat_ages)
         self.seen: int = -1

@@ -15,8 +15,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from confluent_kafka import KafkaException
+
 from materializer.checkpoint.files import CheckpointFileError
 from materializer.kafka.job_lease import JobLease, LeaseLost
+from materializer.kafka.truncate_barrier import TruncateBarrierWriter
 from materializer.restarts import RestartPolicy, permanent_reason, short_reason
 from materializer.spark import job, stopping
 from materializer.spark.progress import ProgressMetrics
@@ -77,7 +80,8 @@ def run_query(spark: SparkSession, cfg: MaterializerConfig, progress: ProgressMe
     while not stop.requested:
         _check_lease(lease)
         try:
-            running.append(job.start(spark, cfg, available_now=available_now))
+            query, barrier = job.start(spark, cfg, available_now=available_now)
+            running.append(query)
         except JVM_FAILURES as exc:
             # the driver JVM failed to start the query (it could not start a process, a
             # source failed at its first look): Py4J's error carries the whole Java stack;
@@ -94,8 +98,17 @@ def run_query(spark: SparkSession, cfg: MaterializerConfig, progress: ProgressMe
         else:
             log.info("query started; its first micro-batch also starts the Python workers",
                      extra={"checkpoint": str(cfg.spark.checkpoint)})
-            error = _await(running[-1], progress, policy, stop,
-                           lambda: spark.sparkContext.setLogLevel("ERROR"), lease)
+            try:
+                error = _await(running[-1], progress, policy, stop,
+                               lambda: spark.sparkContext.setLogLevel("ERROR"), lease, barrier)
+                # --available-now: truncate events its last micro-batches made due have
+                # barriers to meet, so it goes once more over what Kafka holds now
+                again = (error is None and available_now and not stop.requested
+                         and _poll(barrier, progress, to_end=True))
+            finally:
+                barrier.close()
+            if again:
+                continue
             if error is None or stop.requested:
                 return
         delay = policy.next_delay(error)
@@ -112,6 +125,26 @@ def run_query(spark: SparkSession, cfg: MaterializerConfig, progress: ProgressMe
             time.sleep(0.2)
 
 
+def _poll(barrier: TruncateBarrierWriter | None, progress: ProgressMetrics,
+          to_end: bool = False) -> int:
+    """Let the truncate barrier write what is due (`to_end`: after reading the truncations
+    topic to its end); how many tables' truncate events it wrote (Kafka failing: none,
+    the next poll retries)."""
+    if barrier is None:
+        return 0
+    try:
+        written = barrier.poll(to_end)
+    except (KafkaException, LookupError, ValueError, OSError) as exc:
+        # Kafka away, a table's schema not readable yet: the reports stay, the next poll
+        # (a second later) writes them
+        log.warning("truncate events could not be written; trying again",
+                    extra={"error": f"{type(exc).__name__}: {exc}"[:2000]})
+        return 0
+    for due in written:
+        progress.truncate_events.inc(1, due.written.name)
+    return len(written)
+
+
 def _check_lease(lease: JobLease | None) -> None:
     """LeaseLost if another job took the prefix's lease."""
     if lease is not None and lease.lost is not None:
@@ -119,11 +152,12 @@ def _check_lease(lease: JobLease | None) -> None:
 
 
 def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy,
-           stop: StopRequest, quiet: Callable[[], None], lease: JobLease | None = None
-           ) -> str | None:
+           stop: StopRequest, quiet: Callable[[], None], lease: JobLease | None = None,
+           barrier: TruncateBarrierWriter | None = None) -> str | None:
     """Wait for `query` to end; its error (message with causes), or None when it stopped
     (`quiet`: turns Spark's log down before a requested stop); LeaseLost, the query
-    stopped at once, when the `lease` is lost."""
+    stopped at once, when the `lease` is lost; meanwhile the truncate `barrier` writes
+    what is due."""
     from pyspark.errors import StreamingQueryException
 
     batches = progress.batches.get()
@@ -137,6 +171,7 @@ def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy,
                 raise LeaseLost(lease.lost)
             stop.stop_between_batches(query, quiet)
             progress.observe_new(query.recentProgress)
+            _poll(barrier, progress)
             if progress.batches.get() > batches:
                 if not batches:
                     log.info("first micro-batch done", extra={

@@ -1,7 +1,8 @@
 """One task's merge, whatever runs it: its raw records (one Kafka partition's offset range
 of a micro-batch, or several whole ones) merged key by key into events over the partition
-stores it opens, the copies already seen dropped, truncations applied, due expiries fired,
-dropped tables freed.
+stores it opens, the copies already seen dropped, truncations applied (and reported to the
+truncate barrier), due expiries fired, truncated tables' live rows written again after
+their truncate events, dropped tables freed.
 
 It takes and gives Arrow batches, as Spark's mapInArrow hands them over
 (`materializer.spark.partition_job` runs it in each task); the benchmarks and tests run it
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from materializer.key_materializer import KeyMaterializer, RawRecord, Result
+from materializer.rules.truncate_barrier import Applied
 from materializer.store.layout import ENTRY, entry_key, pack_entry, page_key, unpack_entry
 from materializer.store.partition_store import PartitionStore
 from materializer.task.task_stats import TaskStats
@@ -25,7 +27,12 @@ from shared.heartbeat import HEARTBEAT_BYTE, decode_heartbeat
 from shared.rowupdate import COPY_KEY_SIZE, VERSION_BYTE
 from shared.table_drop import TABLE_DROP_BYTE, TableDrop, decode_table_drop
 from shared.table_truncate import TABLE_TRUNCATE_BYTE, TableTruncate, decode_table_truncate
-from shared.topic_names import TABLE_ID_SIZE
+from shared.topic_names import TABLE_ID_SIZE, truncations_topic
+from shared.truncate_barrier import (
+    TRUNCATE_BARRIER_BYTE,
+    TruncateBarrier,
+    decode_truncate_barrier,
+)
 
 log = logging.getLogger(__name__)
 # The merge's output (in mapInArrow's schema form): events, plus one row per task (topic
@@ -109,6 +116,7 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
             yield _batch(task.out)
             task.out.clear()  # (_batch copied it)
     task.fire_expiries()
+    task.rewrite_live()  # after the merge: the rows as they are now, after the barrier
     task.free_dropped()
     task.out.append(task.counts())
     yield _batch(task.out)
@@ -124,6 +132,8 @@ class _TaskMerge:
         self.by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
         self.drops: dict[Where, list[TableDrop]] = {}
         self.truncates: dict[Where, list[tuple[int, TableTruncate]]] = {}  # with offsets
+        self.barriers: dict[Where, list[TruncateBarrier]] = {}
+        self.emitted: set[tuple[str, int, bytes]] = set()  # keys the merge gave events
         self.copies_in = self.dropped = 0
         self.out: list[tuple[Any, ...]] = []  # at-least-once: Spark's sink writes them
 
@@ -150,6 +160,10 @@ class _TaskMerge:
                 if value and value[0] == TABLE_TRUNCATE_BYTE:  # applied before the merge
                     self.copies_in -= 1
                     _table_truncate(self.truncates, topic, part, offset, value)
+                    continue
+                if value and value[0] == TRUNCATE_BARRIER_BYTE:  # rows again after the merge
+                    self.copies_in -= 1
+                    _truncate_barrier(self.barriers, topic, part, offset, value)
                     continue
                 # (a value of another format goes on, to the dead-letter topic)
                 if value[:1] == VERSION_BYTE and not first_copy(value[1:_COPY_KEY_END]):
@@ -184,6 +198,8 @@ class _TaskMerge:
                                      self.now, _pages(store, key), table_id,
                                      self.stores.truncated[where].floor(table_id))
         self.stats.covered += result.covered
+        if result.outputs:
+            self.emitted.add((topic, part, key))
         _apply(store, key, timer, result)
         if result.write_times_us and result.table is not None:
             written_s = time.time()
@@ -202,10 +218,11 @@ class _TaskMerge:
                 if (self.stores.dropped[where].dropped_before(table_id)
                         or not floors.raise_to(table_id, truncate.floor_us)):
                     continue  # applied already (another replica's record of it, say)
-                changed = 0
+                changed, version = 0, None
                 for store_key in store.entry_keys(entry_key(table_id)):
                     key = store_key[len(ENTRY):]
                     blob, schema_hash, timer = unpack_entry(store.get(store_key))
+                    version = schema_hash or version
                     result = self.handler.truncate((*where, offset), key[TABLE_ID_SIZE:], blob,
                                                    schema_hash, self.now, truncate,
                                                    _pages(store, key))
@@ -213,6 +230,33 @@ class _TaskMerge:
                     changed += bool(result.outputs)
                     self.emit(where, result.outputs)
                 self.stats.truncate(truncate.name, changed)
+                # to the barrier, in the transaction that applied it: this partition is done
+                applied = Applied(self.stores.job_id, truncate.table_id, truncate.keyspace,
+                                  truncate.table, floors.floor(table_id) or truncate.floor_us,
+                                  *where, version)
+                self.emit(where, [(truncations_topic(self.handler.topic_prefix),
+                                   *applied.record())])
+
+    def rewrite_live(self) -> None:
+        """For each truncate barrier of the batch, write the live rows of its table in the
+        partition's store again (`r` events), after the table's truncate events; keys the
+        merge of this batch gave events are left out (those came after them already)."""
+        for where, barriers in self.barriers.items():
+            if where in self.stores.skipped:
+                continue
+            store = self.stores.get(*where)
+            for barrier in barriers:
+                table_id = barrier.table_id.bytes
+                if self.stores.dropped[where].dropped_before(table_id):
+                    continue
+                for store_key in store.entry_keys(entry_key(table_id)):
+                    key = store_key[len(ENTRY):]
+                    if (*where, key) in self.emitted:
+                        continue
+                    blob, schema_hash, _timer = unpack_entry(store.get(store_key))
+                    result = self.handler.live_rows(key[TABLE_ID_SIZE:], blob, schema_hash,
+                                                    self.now, _pages(store, key), where[0])
+                    self.emit(where, result.outputs)
 
     def fire_expiries(self) -> None:
         """Fire the due TTL expiries of every store the task opened (not in a partition
@@ -254,6 +298,17 @@ def _table_truncate(truncates: dict[Where, list[tuple[int, TableTruncate]]], top
         truncates.setdefault((topic, part), []).append((offset, decode_table_truncate(value)))
     except (ValueError, KeyError, TypeError) as exc:
         log.error("a table-truncated record cannot be read; left out",
+                  extra={"topic": topic, "partition": part, "offset": offset,
+                         "error": str(exc)})
+
+
+def _truncate_barrier(barriers: dict[Where, list[TruncateBarrier]], topic: str, part: int,
+                      offset: int, value: bytes) -> None:
+    """Note a truncate-barrier record for its partition's store (a damaged one: logged)."""
+    try:
+        barriers.setdefault((topic, part), []).append(decode_truncate_barrier(value))
+    except (ValueError, KeyError, TypeError) as exc:
+        log.error("a truncate-barrier record cannot be read; left out",
                   extra={"topic": topic, "partition": part, "offset": offset,
                          "error": str(exc)})
 

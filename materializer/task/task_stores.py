@@ -48,6 +48,7 @@ class TaskStores:
         self.root, self.batch, self.window_ms, self.now_ms = root, batch, window_ms, now_ms
         self.changelogs = changelogs
         self.changelog_topics = changelog_topics or {}  # their ends are read at first use
+        self.job_id = job.job_id if job is not None else ""  # (the truncate barrier's)
         self.job = job if job is not None and job.transactional else None
         self._ends: dict[tuple[str, int], int] | None = None
         self.open: dict[Where, PartitionStore] = {}

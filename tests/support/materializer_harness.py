@@ -161,9 +161,10 @@ def run_materializer(cmd: list[str], log: Path, timeout_s: float = 600,
 
 def read_events(bootstrap: str | Mapping[str, str], topic: str, timeout_s: float = 30
                 ) -> list[tuple[int, int, dict, dict | None]]:
-    """Every record of an event topic as (partition, offset, key, value or None)."""
+    """Every record of an event topic as (partition, offset, key, value or None); a
+    truncate event's key is None."""
     try:
-        return [(m.partition(), m.offset(), json.loads(m.key()),
+        return [(m.partition(), m.offset(), None if m.key() is None else json.loads(m.key()),
                  json.loads(m.value()) if m.value() is not None else None)
                 for m in read_to_end(bootstrap, topic, timeout_s)]
     except KafkaException as exc:
@@ -172,11 +173,19 @@ def read_events(bootstrap: str | Mapping[str, str], topic: str, timeout_s: float
 
 def final_rows(events: list[tuple[int, int, dict, dict | None]]) -> dict[str, dict]:
     """Key (canonical JSON) → the last event's `after`, for keys whose last event is no
-    delete."""
+    delete; a truncate event empties its partition (as a consumer that truncates on it)."""
     last: dict[str, dict | None] = {}
-    for _p, _o, key, value in sorted(events, key=lambda e: (e[0], e[1])):
-        if value is not None:
-            last[canonical(key)] = value["after"]
+    partition_of: dict[str, int] = {}
+    for part, _o, key, value in sorted(events, key=lambda e: (e[0], e[1])):
+        if value is None:
+            continue
+        if key is None and value["op"] == "t":
+            for k, p in partition_of.items():
+                if p == part:
+                    last[k] = None
+            continue
+        last[canonical(key)] = value["after"]
+        partition_of[canonical(key)] = part
     return {k: v for k, v in last.items() if v is not None}
 
 
@@ -266,13 +275,14 @@ def change_of(key: dict, value: dict) -> str:
 
 def duplicates(events: list[tuple[int, int, dict, dict | None]]) -> list[str]:
     """The events (tombstones aside) that repeat an earlier event of the same change, each
-    named by key and position, with the position of the first."""
+    named by key and position, with the position of the first (a truncate event: one per
+    partition)."""
     first: dict[str, tuple[int, int]] = {}
     found = []
     for p, o, key, value in sorted(events, key=lambda e: (e[0], e[1])):
         if value is None:
             continue
-        ident = change_of(key, value)
+        ident = change_of(key, value) + (f" in {p}" if key is None else "")
         if ident in first:
             found.append(f"{canonical(key)} @{p}/{o}: a duplicate of the event at "
                          f"{first[ident][0]}/{first[ident][1]}")

@@ -5,6 +5,7 @@ checks every RF=3 scenario makes on the change events (test code only)."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import uuid
 from collections.abc import Callable, Sequence
@@ -47,20 +48,26 @@ from support.workload import (
     statement,
 )
 
-AGENT_PORTS = {1: 18201, 2: 18202, 3: 18203}
+# each node's agent's /status port: 18201-18203, or from CASSCADE_RING_AGENT_PORT + n (the
+# test ring's agents beside a soak's, which use the defaults)
+AGENT_PORTS = {n: int(os.environ.get("CASSCADE_RING_AGENT_PORT", "18200")) + n
+               for n in (1, 2, 3)}
 
 
 class RingPublishers:
     """`casscade publisher run` beside each node of the ring, all into one prefix."""
 
     def __init__(self, ring: StackSettings, workdir: Path, prefix: str,
-                 sections: dict[str, dict] | None = None) -> None:
-        """`sections` adds settings to every agent's config (AgentProcess)."""
+                 sections: dict[str, dict] | None = None,
+                 http_ports: dict[int, int] | None = None) -> None:
+        """`sections` adds settings to every agent's config (AgentProcess); `http_ports`:
+        each node's agent's port (default AGENT_PORTS: another ring's agents need others)."""
         self.ring = ring
         self.prefix = prefix
+        ports = http_ports or AGENT_PORTS
         self.agents = {node.node_index: AgentProcess(
             node, ring, workdir / f"agent-{node.node_index}", prefix,
-            http_port=AGENT_PORTS[node.node_index], host_name=f"node-{node.node_index}",
+            http_port=ports[node.node_index], host_name=f"node-{node.node_index}",
             sections=sections)
             for node in ring.all_nodes()}
 
@@ -319,23 +326,35 @@ def check_events(bootstrap: str, prefix: str, truth: Any, tables: dict[str, Tabl
 def event_chain(events: list[tuple[int, int, dict, dict | None]]) -> tuple[list[str],
                                                                           list[str]]:
     """Per key in offset order: the events that show no visible change, and those whose
-    `before` is not the key's previous `after`, each named by key and position."""
+    `before` is not the key's previous `after`, each named by key and position. After a
+    truncate event (no key) a key of its partition starts a chain again: a consumer that
+    truncated on it holds nothing of it, whatever the key's next `before` says."""
     no_ops: list[str] = []
     broken: list[str] = []
     last: dict[str, Any] = {}
+    partition_of: dict[str, int] = {}
     for p, o, key, value in sorted(events, key=lambda e: (e[0], e[1])):
         if value is None:
             continue  # the tombstone after a delete
+        if key is None and value["op"] == "t":
+            for k in [k for k, part in partition_of.items() if part == p]:
+                del partition_of[k]
+                last[k] = _ANY
+            continue
         k = canonical(key)
+        partition_of[k] = p
         # as JSON text: 0.0 and -0.0 are two CQL values (SELECT shows them apart) that
         # Python's == calls equal
         if canonical(value["before"]) == canonical(value["after"]):
             no_ops.append(f"{k} @{p}/{o}: {value['op']} with no visible change")
-        if not _follows(last.get(k), value["before"]):
+        if last.get(k) is not _ANY and not _follows(last.get(k), value["before"]):
             broken.append(f"{k} @{p}/{o}: before {canonical(value['before'])} != the "
                           f"previous after {canonical(last.get(k))}")
         last[k] = value["after"]
     return no_ops, broken
+
+
+_ANY = object()  # a key's chain starts again (after a truncate event)
 
 
 def _follows(previous: dict | None, before: dict | None) -> bool:
@@ -359,7 +378,7 @@ def without_replays(events: list[tuple[int, int, dict, dict | None]]
             if out and out[-1][3] is not None and out[-1][2] == key:
                 out.append((p, o, key, value))  # the tombstone right after a kept delete
             continue
-        ident = change_of(key, value)
+        ident = change_of(key, value) + (f" in {p}" if key is None else "")  # (op t)
         if ident not in seen:
             seen.add(ident)
             out.append((p, o, key, value))

@@ -106,9 +106,10 @@ def acl_plan(prefix: str) -> dict[str, list[tuple[str, str, str, list[str]]]]:
         # reads the raw topic and the schemas; creates and writes the event topics, the
         # dead-letter and Avro schema topics (all under `<prefix>.`); Spark's source uses
         # consumer groups named spark-kafka-source-*, its own readers read-*; its tasks
-        # write in transactions (exactly-once) under ids casscade.<prefix>.*
+        # write in transactions (exactly-once) under ids casscade.<prefix>.*; its driver
+        # reads an event topic's cleanup policy before a truncate event (DESCRIBE_CONFIGS)
         "materializer": [("TOPIC", "PREFIXED", f"{prefix}.", ["READ", "DESCRIBE", "CREATE",
-                                                             "WRITE"]),
+                                                             "WRITE", "DESCRIBE_CONFIGS"]),
                          ("GROUP", "PREFIXED", "spark-kafka-source-", ["READ"]),
                          ("GROUP", "PREFIXED", "read-", ["READ"]),
                          ("TRANSACTIONAL_ID", "PREFIXED",

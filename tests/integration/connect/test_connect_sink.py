@@ -460,6 +460,72 @@ def test_a_truncated_table_empties_in_postgresql(mirrored_json, cql) -> None:
     wait_until(lambda: pg_rows() == want, 90, "PostgreSQL equal to Cassandra after a TRUNCATE")
 
 
+def test_truncate_enabled_on_a_one_partition_topic_truncates_and_ends_equal(
+        mirrored_json, cql) -> None:
+    """The sink with `truncate.enabled` on a table whose event topic has one partition: it
+    truncates the PostgreSQL table on the truncate event, the live rows come again after
+    it, and PostgreSQL equals Cassandra. (With more partitions a sink that truncates the
+    whole table on any partition's truncate event can lose rows written after the
+    TRUNCATE: docs/connect.md "TRUNCATE".)"""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    m = mirrored_json
+    s, work, prefix = m["s"], m["work"], m["prefix"]
+    ks = f"sinkt_{uuid.uuid4().hex[:8]}"  # not in the module connector's topics
+    cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
+                "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    topic = f"{prefix}.{ks}.cut"
+    AdminClient({"bootstrap.servers": s.bootstrap_servers}).create_topics(
+        [NewTopic(topic, 1, 1)])[topic].result(30)
+    name = f"pg-trunc-{prefix}"
+    try:
+        cql.execute(f"CREATE TABLE {ks}.cut (k int PRIMARY KEY, a text, b text) "
+                    "WITH cdc = true")
+        before = cdc_offsets(s.cdc_raw_dir)
+        for k in range(5):
+            cql.execute(f"INSERT INTO {ks}.cut (k, a, b) VALUES ({k}, 'a{k}', 'b{k}')")
+        publish_new_cdc(s, cql, before, prefix, work / "tcut-1")
+        run_materializer(materializer_command(s, prefix, work / "ckpt", *m["sets"]),
+                         work / "tcut-1.log")
+        connect.put_connector(s, name, connect.sink_config(s, prefix, ks)
+                              | {"truncate.enabled": "true"})
+        pg = f"{prefix}_{ks}_cut"
+
+        def pg_rows() -> dict[int, tuple]:
+            try:
+                with psycopg.connect(postgres.url(s)) as conn:
+                    return {r[0]: tuple(r[1:]) for r in conn.execute(
+                        f'SELECT k, a, b FROM "{pg}"').fetchall()}
+            except psycopg.errors.UndefinedTable:
+                return {}
+
+        wait_until(lambda: len(pg_rows()) == 5, 90, "the rows in PostgreSQL")
+        before = cdc_offsets(s.cdc_raw_dir)
+        cql.execute(f"TRUNCATE {ks}.cut")
+        cql.execute(f"UPDATE {ks}.cut SET a = 'again' WHERE k = 1")
+        cql.execute(f"INSERT INTO {ks}.cut (k, a, b) VALUES (9, 'a9', 'b9')")
+        publish_new_cdc(s, cql, before, prefix, work / "tcut-2", truncations=True)
+        run_materializer(materializer_command(s, prefix, work / "ckpt", *m["sets"]),
+                         work / "tcut-2.log")
+        events = [(None if msg.key() is None else json.loads(msg.key())["payload"]["k"],
+                   json.loads(msg.value())["payload"]["op"])
+                  for msg in read_to_end(s.bootstrap_servers, topic) if msg.value()]
+        ops = [op for _k, op in events]
+        assert ops.count("t") == 1, events  # its one partition's truncate event
+        after_t = events[ops.index("t") + 1:]
+        # rows 1 and 9 again after it (`r`: written again at the barrier)
+        assert sorted(after_t) == [(1, "r"), (9, "r")], events
+        want = {r.k: (r.a, r.b) for r in cql.execute(f"SELECT k, a, b FROM {ks}.cut")}
+        assert want == {1: ("again", None), 9: ("a9", "b9")}
+        wait_until(lambda: pg_rows() == want, 90,
+                   "PostgreSQL equal to Cassandra after the sink truncated")
+        status = connect.connector_status(s, name)
+        assert all(t["state"] == "RUNNING" for t in status["tasks"]), status
+    finally:
+        connect.delete_connector(s, name)
+        cql.execute(f"DROP KEYSPACE {ks}")
+
+
 def test_masked_and_excluded_columns_land_as_published(sink_stack, cql, tmp_path) -> None:
     """Capture rules through the JDBC sink: PostgreSQL gets the masked values and no
     column for the excluded one (the sink makes its table from the published schema)."""

@@ -72,9 +72,35 @@ def _truncate_and_write_again(stack: StackSettings, cql, ks: str, prefix: str,
     def final() -> dict[str, dict]:
         return final_rows(read_events(stack.bootstrap_servers, topic, 5))
 
+    # one truncate event in each partition of the table's topic, once every raw partition
+    # has applied the truncation
+    truncates = f'casscade_materializer_truncate_events_total{{table="{ks}.new"}}'
+    wait_until(lambda: _metric(port, truncates) == 1, 180, "the truncate events")
+    # equal both ways: each key's last event, and what a consumer that truncates on `op: t`
+    # holds (final_rows)
     wait_until(lambda: final() == table, 180, "the stream equal to the table after a TRUNCATE")
-    removed = {k["k"] for _p, _o, k, v in read_events(stack.bootstrap_servers, topic, 5)
-               if v is not None and v["source"]["file"] == "truncate"}
+    events = read_events(stack.bootstrap_servers, topic, 5)
+    last = {canonical(k): v["after"] for _p, _o, k, v in sorted(events, key=lambda e: e[:2])
+            if k is not None and v is not None}
+    assert {k: v for k, v in last.items() if v is not None} == table
+    by_partition: dict[int, list[tuple[dict | None, dict]]] = {}
+    for part, _o, key, value in sorted(events, key=lambda e: e[:2]):
+        if value is not None:
+            by_partition.setdefault(part, []).append((key, value))
+    partitions = len(AdminClient({"bootstrap.servers": stack.bootstrap_servers}).list_topics(
+        topic, timeout=10).topics[topic].partitions)
+    assert sorted(by_partition) == list(range(partitions))
+    for part, records in by_partition.items():
+        at = [i for i, (key, v) in enumerate(records) if key is None and v["op"] == "t"]
+        assert len(at) == 1, (part, at)  # one TRUNCATE, one truncate event
+        (t,) = at
+        # every row the truncation removed has its `d` before the truncate event
+        assert all(i < t for i, (_k, v) in enumerate(records)
+                   if v["op"] == "d" and v["source"]["file"] == "truncate"), part
+        assert records[t][1]["before"] is None and records[t][1]["after"] is None
+    removed = {k["k"] for _p, _o, k, v in events
+               if k is not None and v is not None and v["op"] == "d"
+               and v["source"]["file"] == "truncate"}
     # row 1 too, unless its write after the TRUNCATE was merged first (the agent announces
     # within 5 s): then its image ({k 1, v again}) is what the truncation leaves, no event
     assert set(range(ROWS)) - {1} <= removed <= set(range(ROWS)), removed

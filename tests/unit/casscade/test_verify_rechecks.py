@@ -135,3 +135,46 @@ def test_a_sample_of_a_table_whose_key_gives_no_token_reports_no_false_extras() 
                           MODES, VerifyOptions(ranges=sample, grace_s=0, sampled=True))
     assert dict(result.report.counts) == {"equal": inside}
     assert f"{len(keys) - inside:,} keys of the stream" in result.notes[0]
+
+
+class _Msg:
+    """A Kafka message of an event topic, as read_to_end yields it."""
+
+    def __init__(self, partition: int, offset: int, key: bytes | None, value: bytes) -> None:
+        self._p, self._o, self._k, self._v = partition, offset, key, value
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+    def key(self) -> bytes | None:
+        return self._k
+
+    def value(self) -> bytes:
+        return self._v
+
+
+def test_a_truncate_event_empties_its_partition_only(monkeypatch) -> None:
+    """A truncate event (no key) removes the keys verify read from its partition; keys of
+    another partition, and a key written again after it, stay."""
+    from casscade.verify import stream_images
+    from materializer.output.envelope import EnvelopeWriter
+
+    w = EnvelopeWriter(TABLE, "c", EventSettings().schemas)
+
+    def event(part: int, offset: int, pk: int, v: str) -> _Msg:
+        row = {"id": pk, "v": v}
+        return _Msg(part, offset, w.key({"id": pk}),
+                    w.value("c", None, row, w.source(10), 1))
+
+    truncate = w.value("t", None, None, w.source(20, file="truncate"), 2)
+    messages = [event(0, 0, 1, "a"), event(0, 1, 2, "b"), _Msg(0, 2, None, truncate),
+                event(0, 3, 2, "again"), event(1, 0, 3, "c")]
+    monkeypatch.setattr(stream_images, "read_to_end", lambda *_a, **_k: iter(messages))
+    images = StreamImages({}, "p.ks.t", EventDecoder(EventSettings(), TABLE))
+    assert images.catch_up() == 5
+    assert images.images == {key_text({"id": 1}): None,
+                             key_text({"id": 2}): {"id": 2, "v": "again"},
+                             key_text({"id": 3}): {"id": 3, "v": "c"}}

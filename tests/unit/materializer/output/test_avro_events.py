@@ -314,3 +314,21 @@ def test_avro_events_of_a_captured_table_carry_what_was_published() -> None:
     fields = {f["name"]: f["type"] for f in row["fields"]}
     assert "m" not in fields and "string" in fields["tx"]
     assert decode(value, publisher.schemas)["after"]["tx"] == hashed.decode()
+
+
+def test_a_truncate_event_in_avro_and_json_has_no_key_and_no_images() -> None:
+    publisher = RecordingPublisher()
+    avro = KeyMaterializer(Schemas(), EventSettings(format="avro"), "p",
+                           schema_publisher=publisher)
+    plain = KeyMaterializer(Schemas(), EventSettings(), "p")
+    table_hash = TABLE.schema_hash
+    topic, key, value = avro.truncate_event(table_hash, 1_700_000_000_123_456, 5)
+    got = decode(value, publisher.schemas)
+    assert (topic, key, got["op"], got["before"], got["after"]) == ("p.ks.all-types", None,
+                                                                      "t", None, None)
+    assert (got["source"]["file"], got["source"]["ts_us"]) == ("truncate",
+                                                               1_700_000_000_123_456)
+    _topic, key, value = plain.truncate_event(table_hash, 1_700_000_000_123_456, 5)
+    doc = json.loads(value)
+    doc = doc.get("payload", doc)
+    assert key is None and (doc["op"], doc["before"], doc["after"]) == ("t", None, None)

@@ -31,6 +31,16 @@ class _Ended:
         return self.error
 
 
+class _NoBarrier:
+    """A truncate barrier with nothing due."""
+
+    def poll(self, to_end: bool = False) -> list[Any]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
 class _Clock:
     """time.monotonic and time.sleep without waiting."""
 
@@ -56,7 +66,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, starts: list[Any], lease: Any = None
         item = starts.pop(0)
         if isinstance(item, Exception):
             raise item
-        return item
+        return item, _NoBarrier()
 
     monkeypatch.setattr(query_runner.job, "start", start)
     registry = Registry()
@@ -179,3 +189,39 @@ def test_a_lost_lease_stops_the_query_at_once_and_ends_the_run(monkeypatch) -> N
     with pytest.raises(LeaseLost, match="another job took over"):
         _run(monkeypatch, [query], lease)
     assert query.stopped
+
+
+class _Barrier(_NoBarrier):
+    """A truncate barrier whose read to the end finds `due` truncations once."""
+
+    def __init__(self, due: int) -> None:
+        self.due = due
+        self.polls: list[bool] = []
+
+    def poll(self, to_end: bool = False) -> list[Any]:
+        self.polls.append(to_end)
+        if not to_end or not self.due:
+            return []
+        self.due = 0
+        return [SimpleNamespace(written=SimpleNamespace(name="ks.t"))]
+
+
+def test_available_now_runs_again_after_writing_truncate_events(monkeypatch) -> None:
+    """--available-now: a run whose last batches made truncate events due writes them when
+    its query ends and runs the query once more, so the tasks meet the barriers."""
+    barrier = _Barrier(due=1)
+    starts: list[bool] = []
+
+    def start(_spark: Any, _cfg: Any, available_now: bool = False) -> Any:
+        starts.append(available_now)
+        return _Ended(None), barrier
+
+    monkeypatch.setattr(query_runner.job, "start", start)
+    monkeypatch.setattr(query_runner, "time", _Clock())
+    registry = Registry()
+    spark = type("Spark", (), {"sparkContext": SimpleNamespace(setLogLevel=lambda _l: None)})()
+    query_runner.run_query(spark, MaterializerConfig(), ProgressMetrics(registry),
+                           StopRequest(), [], available_now=True)
+    assert starts == [True, True]  # once more after the truncate events, then done
+    assert barrier.polls.count(True) == 2
+    assert 'casscade_materializer_truncate_events_total{table="ks.t"} 1' in registry.render()

@@ -22,6 +22,7 @@ from shared.table_truncate import (
     parse_truncation_record,
 )
 from shared.topic_names import raw_key
+from shared.truncate_barrier import TruncateBarrier, encode_truncate_barrier
 
 from support.events import NOW_MS, TABLE, Registry, i32, row_of
 from support.task_run import run_task
@@ -39,10 +40,13 @@ def _truncate(at_ms: int = TRUNCATED_MS, host: str = "node-1") -> bytes:
 def _run(root: Path, batch: int, rows: list[tuple[bytes, bytes]]
          ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One task of micro-batch `batch` on partition 0: its events (key id, op, after's qty,
-    source file), and its stats."""
+    source file), and its stats, with its reports to the truncate barrier ("applied")."""
     out = run_task(root, batch, NOW_MS, rows, Registry(TABLE, OTHER))
-    events = []
+    events, applied = [], []
     for r in out[:-1]:
+        if r["topic"] == "p.truncations":
+            applied.append(json.loads(r["value"]))
+            continue
         if r["value"] is None:
             continue
         value = json.loads(r["value"])
@@ -50,7 +54,7 @@ def _run(root: Path, batch: int, rows: list[tuple[bytes, bytes]]
         events.append({"table": r["topic"], "id": json.loads(r["key"])["id"],
                        "op": value["op"], "qty": None if after is None else after["qty"],
                        "file": value["source"]["file"]})
-    return events, json.loads(out[-1]["stats"] or "{}")
+    return events, json.loads(out[-1]["stats"] or "{}") | {"applied": applied}
 
 
 def _orders(k: int, qty: int, ts_s: int) -> tuple[bytes, bytes]:
@@ -91,6 +95,11 @@ def test_a_truncate_removes_what_was_written_before_it_and_nothing_after(tmp_pat
     assert rest == [("p.shop.orders", 0, "c", 50), ("p.shop.returns", 0, "u", 8)]
     assert events.index(gone[0]) < len(gone)  # the removals come first
     assert stats["truncated"] == {"shop.orders": 5} and stats["covered"] == 1
+    # the partition reports the floor it applied to the truncate barrier, with a version of
+    # the table to render its truncate event with
+    assert [(a["table"], a["floor_us"], a["topic"], a["partition"], a["schema_hash"])
+            for a in stats["applied"]] == [("orders", TRUNCATED_MS * 1000, "p.raw", 0,
+                                            TABLE.schema_hash)]
     # batch 1 again (not committed): the same, the floor rolled back with the store
     again, stats = _run(tmp_path, 1, batch1)
     assert again == events and stats["truncated"] == {"shop.orders": 5}
@@ -101,6 +110,7 @@ def test_a_truncate_removes_what_was_written_before_it_and_nothing_after(tmp_pat
     events, stats = _run(tmp_path, 2, batch2)
     assert [(e["id"], e["op"], e["qty"]) for e in events] == [(0, "u", 60), (6, "c", 6)]
     assert stats["covered"] == 1 and "shop.orders" not in stats.get("truncated", {})
+    assert stats["applied"] == []  # nothing raised: nothing to report
 
 
 def test_a_later_truncation_removes_what_came_between(tmp_path) -> None:
@@ -127,6 +137,49 @@ def test_a_truncate_removes_every_row_of_a_wide_partition_in_its_pages(tmp_path)
     out = run_task(tmp_path, 1, NOW_MS, [(TABLE.id.bytes, _truncate()), _line(7, 3, T0 + 20)],
                    Registry(TABLE), offset_step=10_000)
     ops = [(json.loads(r["key"])["line"], json.loads(r["value"])["op"]) for r in out[:-1]
-           if r["value"] is not None]
+           if r["value"] is not None and r["topic"] != "p.truncations"]
     assert sorted(ops[:wide]) == [(c, "d") for c in range(wide)]
     assert ops[wide:] == [(3, "c")]
+
+
+def _barrier(floor_us: int = TRUNCATED_MS * 1000) -> bytes:
+    return encode_truncate_barrier(TruncateBarrier(TABLE.id, "shop", "orders", floor_us))
+
+
+def test_a_truncate_barrier_writes_the_live_rows_again_after_the_truncate_events(
+        tmp_path) -> None:
+    _run(tmp_path, 0, [_orders(k, k, T0) for k in range(3)]
+         + [(raw_key(OTHER.id, i32(0)), row_of(OTHER, 0, 7, T0))])
+    # rows 1 and 5 written after the truncation, before the truncate events were: a
+    # consumer's truncate removes them, so they come again after the barrier
+    _run(tmp_path, 1, [(TABLE.id.bytes, _truncate()), _orders(1, 10, T0 + 20),
+                       _orders(5, 50, T0 + 20)])
+    events, _ = _run(tmp_path, 2, [_orders(5, 51, T0 + 30), (TABLE.id.bytes, _barrier())])
+    # key 5, merged in the same batch, has its event after the barrier already: no repeat
+    assert [(e["table"], e["id"], e["op"], e["qty"], e["file"]) for e in events] == [
+        ("p.shop.orders", 5, "u", 51, "CommitLog-7-5.log"),
+        ("p.shop.orders", 1, "r", 10, "truncate")]
+    # a barrier that comes again (a replayed raw topic) writes them again, which is harmless
+    events, _ = _run(tmp_path, 3, [(TABLE.id.bytes, _barrier())])
+    assert sorted((e["id"], e["op"], e["qty"]) for e in events) == [(1, "r", 10),
+                                                                     (5, "r", 51)]
+
+
+def test_a_truncate_barrier_writes_every_row_of_a_wide_partition_again(tmp_path) -> None:
+    wide = 600
+    run_task(tmp_path, 0, NOW_MS, [(TABLE.id.bytes, _truncate())]
+             + [_line(7, c, T0 + 20) for c in range(wide)], Registry(TABLE),
+             offset_step=10_000)
+    out = run_task(tmp_path, 1, NOW_MS, [(TABLE.id.bytes, _barrier())], Registry(TABLE),
+                   offset_step=10_000)
+    rows = [(json.loads(r["key"])["line"], json.loads(r["value"])["op"]) for r in out[:-1]]
+    assert rows == [(c, "r") for c in range(wide)]  # in clustering order, from its pages
+
+
+def test_a_key_merged_with_the_barrier_without_an_event_is_written_again(tmp_path) -> None:
+    _run(tmp_path, 0, [(TABLE.id.bytes, _truncate()), _orders(1, 10, T0 + 20)])
+    # the barrier's batch holds a late copy of a write before the truncation of key 1: it
+    # is left out (no event), so key 1's row must still come again after the barrier
+    events, stats = _run(tmp_path, 1, [_orders(1, 3, T0 + 1), (TABLE.id.bytes, _barrier())])
+    assert [(e["id"], e["op"], e["qty"]) for e in events] == [(1, "r", 10)]
+    assert stats["covered"] == 1
