@@ -113,8 +113,10 @@ def up(s: StackSettings, log=print, timeout_s: float = 120.0) -> bool:
         except (OSError, StackError):
             pass  # not listening yet
         time.sleep(1.0)
+    last = tail(log_file(s))
+    down(s)  # a worker that never got ready is not left running
     raise StackError(f"Kafka Connect did not list {JDBC_SINK} on {rest_url(s)} within "
-                     f"{timeout_s:.0f}s; last lines of {log_file(s)}:\n{tail(log_file(s))}")
+                     f"{timeout_s:.0f}s (stopped again); last lines of {log_file(s)}:\n{last}")
 
 
 def down(s: StackSettings) -> bool:

@@ -66,9 +66,9 @@ EXACT = [("12345678901234.56789", "123456789012345678901234567890"),
 @pytest.fixture(scope="module")
 def sink_stack(stack: StackSettings) -> Iterator[StackSettings]:
     """PostgreSQL and a Connect worker beside the stack's Kafka; stopped after if started."""
-    pg_started = postgres.up(stack)
-    connect_started = connect.up(stack, log=lambda msg: print(f"[connect] {msg}"))
-    try:
+    pg_started, connect_started = postgres.up(stack), False
+    try:  # (a worker that fails to start must not leave PostgreSQL running)
+        connect_started = connect.up(stack, log=lambda msg: print(f"[connect] {msg}"))
         yield stack
     finally:
         if connect_started:
@@ -475,8 +475,8 @@ def test_truncate_enabled_on_a_one_partition_topic_truncates_and_ends_equal(
     cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
                 "{'class': 'SimpleStrategy', 'replication_factor': 1}")
     topic = f"{prefix}.{ks}.cut"
-    AdminClient({"bootstrap.servers": s.bootstrap_servers}).create_topics(
-        [NewTopic(topic, 1, 1)])[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": s.bootstrap_servers})  # (alive until done)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     name = f"pg-trunc-{prefix}"
     try:
         cql.execute(f"CREATE TABLE {ks}.cut (k int PRIMARY KEY, a text, b text) "
