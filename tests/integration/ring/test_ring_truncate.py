@@ -14,7 +14,12 @@ from cassandra.query import SimpleStatement
 
 from shared.topic_names import raw_topic
 
-from support.materializer_harness import kill_group, materializer_command, start_materializer
+from support.materializer_harness import (
+    kill_group,
+    materializer_command,
+    read_events,
+    start_materializer,
+)
 from support.ring_harness import (
     check_events,
     job_caught_up,
@@ -47,6 +52,11 @@ def test_a_truncate_with_a_publisher_behind_ends_at_select_all(env) -> None:
             truth.execute(SimpleStatement(
                 f"INSERT INTO {ks}.t (id, a, b) VALUES ({i}, 'a{i}', 'b{i}')",
                 consistency_level=at_all))
+        # the rows' events first (so the truncation has rows to remove: `d` events and a
+        # truncate event), as a table written long before its TRUNCATE would have
+        topic = f"{env['prefix']}.{ks}.t"
+        wait_until(lambda: _events(ring, topic) >= ROWS or job.poll() is not None, 180,
+                   "the rows' events before the TRUNCATE")
         truth.execute(f"TRUNCATE {ks}.t")
         for i in range(0, ROWS, 3):  # rows written again: only what comes after counts
             truth.execute(SimpleStatement(f"UPDATE {ks}.t SET a = 'new{i}' WHERE id = {i}",
@@ -85,3 +95,15 @@ def test_a_truncate_with_a_publisher_behind_ends_at_select_all(env) -> None:
     counts = check_events(ring.bootstrap_servers, env["prefix"], truth,
                           keyspace_tables(truth, ks), min_rows=ROWS // 3 + 10)
     assert counts["t"] >= 2 * ROWS, counts  # a create and a delete of each row before
+    events = read_events(ring.bootstrap_servers, f"{env['prefix']}.{ks}.t")
+    partitions = {p for p, *_ in events}
+    truncates = sorted(p for p, _o, key, value in events if key is None and value)
+    assert truncates == sorted(partitions), truncates  # one truncate event per partition
+
+
+def _events(ring, topic: str) -> int:
+    """How many events the topic holds (0 before the job made it)."""
+    try:
+        return sum(1 for *_, v in read_events(ring.bootstrap_servers, topic, 5) if v)
+    except AssertionError:
+        return 0
