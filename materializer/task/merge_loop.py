@@ -155,15 +155,18 @@ class _TaskMerge:
                     continue
                 if value and value[0] == TABLE_DROP_BYTE:  # freed after the merge
                     self.copies_in -= 1
-                    _table_drop(self.drops, topic, part, offset, value)
+                    _note(self.drops, (topic, part), offset, "table-dropped",
+                          lambda v=value: decode_table_drop(v))
                     continue
                 if value and value[0] == TABLE_TRUNCATE_BYTE:  # applied before the merge
                     self.copies_in -= 1
-                    _table_truncate(self.truncates, topic, part, offset, value)
+                    _note(self.truncates, (topic, part), offset, "table-truncated",
+                          lambda v=value, o=offset: (o, decode_table_truncate(v)))
                     continue
                 if value and value[0] == TRUNCATE_BARRIER_BYTE:  # rows again after the merge
                     self.copies_in -= 1
-                    _truncate_barrier(self.barriers, topic, part, offset, value)
+                    _note(self.barriers, (topic, part), offset, "truncate-barrier",
+                          lambda v=value: decode_truncate_barrier(v))
                     continue
                 # (a value of another format goes on, to the dead-letter topic)
                 if value[:1] == VERSION_BYTE and not first_copy(value[1:_COPY_KEY_END]):
@@ -198,7 +201,7 @@ class _TaskMerge:
                                      self.now, _pages(store, key), table_id,
                                      self.stores.truncated[where].floor(table_id))
         self.stats.covered += result.covered
-        if result.outputs:
+        if result.outputs and self.barriers:  # (rewrite_live leaves them out)
             self.emitted.add((topic, part, key))
         _apply(store, key, timer, result)
         if result.write_times_us and result.table is not None:
@@ -232,8 +235,7 @@ class _TaskMerge:
                 self.stats.truncate(truncate.name, changed)
                 # to the barrier, in the transaction that applied it: this partition is done
                 applied = Applied(self.stores.job_id, truncate.table_id, truncate.keyspace,
-                                  truncate.table, floors.floor(table_id) or truncate.floor_us,
-                                  *where, version)
+                                  truncate.table, truncate.floor_us, *where, version)
                 self.emit(where, [(truncations_topic(self.handler.topic_prefix),
                                    *applied.record())])
 
@@ -291,34 +293,13 @@ class _TaskMerge:
                 self.stats.to_json())
 
 
-def _table_truncate(truncates: dict[Where, list[tuple[int, TableTruncate]]], topic: str,
-                    part: int, offset: int, value: bytes) -> None:
-    """Note a table-truncated record for its partition's store (a damaged one: logged)."""
+def _note(records: dict[Where, list[Any]], where: Where, offset: int, what: str,
+          decode: Callable[[], Any]) -> None:
+    """Note a control record of the raw topic (a table dropped or truncated, a truncate
+    barrier) for its partition's store; a damaged one is logged and left out."""
     try:
-        truncates.setdefault((topic, part), []).append((offset, decode_table_truncate(value)))
+        records.setdefault(where, []).append(decode())
     except (ValueError, KeyError, TypeError) as exc:
-        log.error("a table-truncated record cannot be read; left out",
-                  extra={"topic": topic, "partition": part, "offset": offset,
-                         "error": str(exc)})
-
-
-def _truncate_barrier(barriers: dict[Where, list[TruncateBarrier]], topic: str, part: int,
-                      offset: int, value: bytes) -> None:
-    """Note a truncate-barrier record for its partition's store (a damaged one: logged)."""
-    try:
-        barriers.setdefault((topic, part), []).append(decode_truncate_barrier(value))
-    except (ValueError, KeyError, TypeError) as exc:
-        log.error("a truncate-barrier record cannot be read; left out",
-                  extra={"topic": topic, "partition": part, "offset": offset,
-                         "error": str(exc)})
-
-
-def _table_drop(drops: dict[Where, list[TableDrop]], topic: str, part: int,
-                offset: int, value: bytes) -> None:
-    """Note a table-dropped record for its partition's store (a damaged one: logged)."""
-    try:
-        drops.setdefault((topic, part), []).append(decode_table_drop(value))
-    except (ValueError, KeyError, TypeError) as exc:
-        log.error("a table-dropped record cannot be read; left out",
-                  extra={"topic": topic, "partition": part, "offset": offset,
+        log.error(f"a {what} record cannot be read; left out",
+                  extra={"topic": where[0], "partition": where[1], "offset": offset,
                          "error": str(exc)})

@@ -425,6 +425,16 @@ def test_a_table_created_later_reaches_postgresql_within_a_minute(mirrored_json,
     print(f"\nthe new table's rows landed {time.monotonic() - written:.1f} s after its events")
 
 
+def _cut_rows(s: StackSettings, pg_table: str) -> dict[int, tuple]:
+    """The TRUNCATE tests' table in PostgreSQL: k → (a, b) ({} before the sink made it)."""
+    try:
+        with psycopg.connect(postgres.url(s)) as conn:
+            return {r[0]: tuple(r[1:]) for r in conn.execute(
+                f'SELECT k, a, b FROM "{pg_table}"').fetchall()}
+    except psycopg.errors.UndefinedTable:
+        return {}
+
+
 def test_a_truncated_table_empties_in_postgresql(mirrored_json, cql) -> None:
     """A TRUNCATE reaches PostgreSQL through the shipped sink configuration: the rows it
     removed are deleted there (their `d` events), a row written again after it holds only
@@ -440,12 +450,7 @@ def test_a_truncated_table_empties_in_postgresql(mirrored_json, cql) -> None:
                      work / "cut-1.log")
 
     def pg_rows() -> dict[int, tuple]:
-        try:
-            with psycopg.connect(postgres.url(s)) as conn:
-                return {r[0]: tuple(r[1:]) for r in conn.execute(
-                    f'SELECT k, a, b FROM "{_pg_table(m, "cut")}"').fetchall()}
-        except psycopg.errors.UndefinedTable:
-            return {}
+        return _cut_rows(s, _pg_table(m, "cut"))
 
     wait_until(lambda: len(pg_rows()) == 5, 90, "the rows in PostgreSQL")
     before = cdc_offsets(s.cdc_raw_dir)
@@ -489,15 +494,9 @@ def test_truncate_enabled_on_a_one_partition_topic_truncates_and_ends_equal(
                          work / "tcut-1.log")
         connect.put_connector(s, name, connect.sink_config(s, prefix, ks)
                               | {"truncate.enabled": "true"})
-        pg = f"{prefix}_{ks}_cut"
 
         def pg_rows() -> dict[int, tuple]:
-            try:
-                with psycopg.connect(postgres.url(s)) as conn:
-                    return {r[0]: tuple(r[1:]) for r in conn.execute(
-                        f'SELECT k, a, b FROM "{pg}"').fetchall()}
-            except psycopg.errors.UndefinedTable:
-                return {}
+            return _cut_rows(s, f"{prefix}_{ks}_cut")
 
         wait_until(lambda: len(pg_rows()) == 5, 90, "the rows in PostgreSQL")
         before = cdc_offsets(s.cdc_raw_dir)
