@@ -69,6 +69,7 @@ class TruncateBarrierWriter:
         self.topic = truncations_topic(prefix)
         self.partitions = [(t, p) for t, n in raw_partitions.items() for p in range(n)]
         self.progress = TruncationProgress(job_id)
+        self.tables_written = 0  # truncate events written by this writer, every poll
         self.transactional, self.timeout_ms = transactional, timeout_ms
         conf = with_refusal_log(client_conf(kafka), log)
         self._consumer = Consumer(conf | {
@@ -110,6 +111,7 @@ class TruncateBarrierWriter:
             self._write(due)
             self.progress.wrote(due.written)
             done.append(due)
+        self.tables_written += len(done)
         return done
 
     def _look_for_raw_topic(self) -> None:

@@ -95,16 +95,22 @@ def run_query(spark: SparkSession, cfg: MaterializerConfig, progress: ProgressMe
             if not running:
                 raise
             error: str | None = str(exc)
+        except KafkaException as exc:
+            # the start reads the raw topic's partitions and makes topics: Kafka away then
+            # (a broker restarting as the query restarts) is ridden out like a failed batch
+            error = f"Kafka could not be reached at the query's start: {exc}"
         else:
             log.info("query started; its first micro-batch also starts the Python workers",
                      extra={"checkpoint": str(cfg.spark.checkpoint)})
             try:
                 error = _await(running[-1], progress, policy, stop,
                                lambda: spark.sparkContext.setLogLevel("ERROR"), lease, barrier)
-                # --available-now: truncate events its last micro-batches made due have
-                # barriers to meet, so it goes once more over what Kafka holds now
+                # --available-now: truncate events written while it ran, or due after its
+                # last micro-batches, have barriers past the end it fixed at its start, so
+                # it goes once more over what Kafka holds now
                 again = (error is None and available_now and not stop.requested
-                         and _poll(barrier, progress, to_end=True))
+                         and (_poll(barrier, progress, to_end=True) > 0
+                              or barrier.tables_written > 0))
             finally:
                 barrier.close()
             if again:

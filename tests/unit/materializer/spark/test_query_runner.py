@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from materializer.checkpoint.files import CheckpointFileError
 from materializer.checkpoint.records import CheckpointRefused
@@ -33,6 +34,8 @@ class _Ended:
 
 class _NoBarrier:
     """A truncate barrier with nothing due."""
+
+    tables_written = 0
 
     def poll(self, to_end: bool = False) -> list[Any]:
         return []
@@ -100,6 +103,16 @@ def test_the_checkpoint_unreachable_at_the_first_start_ends_it_at_a_restart_is_r
     running, _registry, clock = _run(monkeypatch, [
         _Ended("ConnectException: NameNode away"), unreachable, _Ended(None)])
     assert len(running) == 2 and clock.slept >= 5.0 + 10.0  # backoff doubles
+
+
+def test_kafka_away_at_a_query_start_is_ridden_out(monkeypatch) -> None:
+    """A broker restarting as the query restarts (the start reads the raw topic's partitions
+    from Kafka): started again after a backoff, not a traceback that ends the job."""
+    away = KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata"))
+    running, registry, clock = _run(monkeypatch, [
+        _Ended("TimeoutException: broker gone"), away, _Ended(None)])
+    assert len(running) == 2 and clock.slept >= 5.0 + 10.0
+    assert "casscade_materializer_query_restarts_total" in registry.render()
 
 
 def test_a_refused_start_is_raised_as_it_is(monkeypatch) -> None:
@@ -203,18 +216,19 @@ class _Barrier(_NoBarrier):
         if not to_end or not self.due:
             return []
         self.due = 0
+        self.tables_written += 1
         return [SimpleNamespace(written=SimpleNamespace(name="ks.t"))]
 
 
 def test_available_now_runs_again_after_writing_truncate_events(monkeypatch) -> None:
     """--available-now: a run whose last batches made truncate events due writes them when
     its query ends and runs the query once more, so the tasks meet the barriers."""
-    barrier = _Barrier(due=1)
+    barriers = [_Barrier(due=1), _Barrier(due=0)]  # (each start makes its own)
     starts: list[bool] = []
 
     def start(_spark: Any, _cfg: Any, available_now: bool = False) -> Any:
         starts.append(available_now)
-        return _Ended(None), barrier
+        return _Ended(None), barriers[len(starts) - 1]
 
     monkeypatch.setattr(query_runner.job, "start", start)
     monkeypatch.setattr(query_runner, "time", _Clock())
@@ -223,5 +237,27 @@ def test_available_now_runs_again_after_writing_truncate_events(monkeypatch) -> 
     query_runner.run_query(spark, MaterializerConfig(), ProgressMetrics(registry),
                            StopRequest(), [], available_now=True)
     assert starts == [True, True]  # once more after the truncate events, then done
-    assert barrier.polls.count(True) == 2
+    assert [b.polls.count(True) for b in barriers] == [1, 1]
     assert 'casscade_materializer_truncate_events_total{table="ks.t"} 1' in registry.render()
+
+
+def test_available_now_runs_again_after_truncate_events_written_while_it_ran(
+        monkeypatch) -> None:
+    """--available-now: truncate events written between its micro-batches (the query fixed
+    its end before their barriers) also make it run once more, though nothing is due at
+    its end."""
+    written_mid_run = _NoBarrier()
+    written_mid_run.tables_written = 1
+    barriers = [written_mid_run, _NoBarrier()]
+    starts: list[bool] = []
+
+    def start(_spark: Any, _cfg: Any, available_now: bool = False) -> Any:
+        starts.append(available_now)
+        return _Ended(None), barriers[len(starts) - 1]
+
+    monkeypatch.setattr(query_runner.job, "start", start)
+    monkeypatch.setattr(query_runner, "time", _Clock())
+    spark = type("Spark", (), {"sparkContext": SimpleNamespace(setLogLevel=lambda _l: None)})()
+    query_runner.run_query(spark, MaterializerConfig(), ProgressMetrics(Registry()),
+                           StopRequest(), [], available_now=True)
+    assert starts == [True, True]  # once more for the barriers, then done
