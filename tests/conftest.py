@@ -19,6 +19,8 @@ import pytest
 from devstack import stack as devstack
 from devstack.settings import StackSettings
 
+pytest_plugins = ("support.suite_times",)  # the suite's time by test file, at the end
+
 
 @pytest.fixture(scope="session")
 def stack_settings() -> StackSettings:
