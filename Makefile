@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STACK  := deploy/local/stack
 
-.PHONY: venv demo test unit integration lint bench soak up down status fixtures clean
+.PHONY: venv demo test unit integration lint bench soak up down status fixtures clean dist
 
 # setup.py and the .pyx: an editable install builds the compiled reader once, so a change to
 # either must reinstall (rebuild) it
@@ -33,6 +33,10 @@ unit: venv  ## unit tests only (no services), the dev stack's too
 
 integration: venv  ## integration tests only (starts or reuses the local stack), the dev stack's too
 	$(PY) -m pytest $(INTEGRATION)
+
+dist: venv  ## the wheel (with the compiled reader) and the sdist, into dist/
+	rm -rf dist
+	$(PY) -m build --outdir dist .
 
 lint: venv  ## ruff, and the import layers of pyproject.toml (import-linter)
 	$(PY) -m ruff check .

@@ -30,6 +30,22 @@ def materializer() -> None:
     """The Spark Structured Streaming job: raw topics -> change events with full rows."""
 
 
+# What `pip install 'casscade[materializer]'` adds to the base install (the publisher's)
+ENGINE = ("pyspark", "py4j", "pyarrow", "pandas")
+
+
+def require_engine() -> None:
+    """ClickException naming the install line when the materializer's engine is missing
+    (a base install: the publisher's, beside a Cassandra node)."""
+    import importlib.util
+
+    missing = [name for name in ENGINE if importlib.util.find_spec(name) is None]
+    if missing:
+        raise click.ClickException(
+            f"the materializer needs {', '.join(missing)}, which this install lacks (the "
+            "base install is the publisher's): pip install 'casscade[materializer]'")
+
+
 def _config(config_file: Path | None, overrides: tuple[str, ...]) -> Any:
     from materializer.settings import MaterializerConfig
 
@@ -58,19 +74,21 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     One job per topic prefix: a job with another checkpoint is refused while this one runs
     (kafka.job_lease_s).
     """
+    from shared.config import to_dict
+
+    cfg = _config(config_file, overrides)
+    if print_config:
+        click.echo(json.dumps(to_dict(cfg), indent=1))
+        return
+    require_engine()  # before the modules that import it
     from materializer.checkpoint.files import CheckpointFileError
     from materializer.checkpoint.records import CheckpointRefused
     from materializer.kafka.job_lease import LeaseLost
     from materializer.kafka.start_topics import OldRawLayout
     from materializer.spark import job
     from materializer.spark.query_runner import QueryFailed, run_query
-    from shared.config import to_dict
     from shared.logs import setup_logging
 
-    cfg = _config(config_file, overrides)
-    if print_config:
-        click.echo(json.dumps(to_dict(cfg), indent=1))
-        return
     try:  # a bad event or security setting fails here, not after Spark has started
         events = job.event_settings(cfg)
         kafka = cfg.kafka.client()
@@ -143,8 +161,10 @@ def reshard(partitions: int, partitioner: str, config_file: Path | None,
     from materializer.kafka.start_topics import OldRawLayout
     from materializer.reshard import ReshardRefused
     from materializer.reshard import reshard as reshard_stores
-    from materializer.spark import hadoop_files, job
     from shared.logs import setup_logging
+
+    require_engine()  # (a checkpoint URI is reached through Spark's Hadoop file systems)
+    from materializer.spark import hadoop_files, job
 
     cfg = _config(config_file, overrides)
     setup_logging(cfg.log.level, cfg.log.format)

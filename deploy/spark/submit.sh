@@ -70,11 +70,13 @@ if [[ -n "$build_env" ]]; then
   echo "submit.sh: building casscade's wheel (compiled reader) into $work/wheels" >&2
   "$python" -m pip wheel -q --no-deps -w "$work/wheels" "$root"
   "$python" -m venv "$work/venv"
-  # casscade's dependencies but PySpark and py4j: the executors' Python workers import the
-  # cluster's own (Spark puts them on their PYTHONPATH), which must be the same version
+  # casscade's dependencies and its materializer extra's but PySpark and py4j: the
+  # executors' Python workers import the cluster's own (Spark puts them on their
+  # PYTHONPATH), which must be the same version
   deps=$(cd "$root" && "$python" -c '
 import tomllib
-deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+deps = project["dependencies"] + project["optional-dependencies"]["materializer"]
 print(" ".join(d for d in deps if not d.lower().startswith(("pyspark", "py4j"))))')
   # shellcheck disable=SC2086  # one word a requirement
   "$work/venv/bin/python" -m pip install -q $deps

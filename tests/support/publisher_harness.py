@@ -47,9 +47,13 @@ class AgentProcess:
     def __init__(self, node: StackSettings, kafka: StackSettings, workdir: Path,
                  prefix: str | None = None, http_port: int = 18100,
                  host_name: str = "node-1", sections: dict[str, dict] | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, command: list[str] | None = None,
+                 cwd: Path | None = None) -> None:
         """`sections` adds settings to the config's sections (security, say); `env` adds
-        to the agent's environment (a password)."""
+        to the agent's environment (a password); `command` is the `casscade` it runs (the
+        checkout's by default), in `cwd` (the checkout)."""
+        self.command = command or [sys.executable, "-m", "casscade.cli"]
+        self.cwd = cwd or repo_root()
         self.prefix = prefix or f"t{uuid.uuid4().hex[:8]}"
         self.workdir = workdir
         self.archive = workdir / "archive"
@@ -77,8 +81,8 @@ class AgentProcess:
         """Start the agent."""
         out = open(self.log, "ab")  # noqa: SIM115 — handed to the child, closed on stop
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "casscade.cli", "publisher", "run", "--config",
-             str(self.config)], cwd=repo_root(), stdout=out, stderr=out,
+            [*self.command, "publisher", "run", "--config", str(self.config)],
+            cwd=self.cwd, stdout=out, stderr=out,
             stdin=subprocess.DEVNULL, start_new_session=True, env=os.environ | self.env)
         out.close()
 

@@ -3,7 +3,9 @@ publishing to the real broker; killed, restarted, cut off from Kafka, meeting ne
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
@@ -15,6 +17,7 @@ from cassandra.concurrent import execute_concurrent_with_args
 
 from devstack import cassandra, kafka
 from devstack.cassandra import cql_cluster
+from devstack.settings import repo_root
 from publisher.agent.record_writer import SourceInfo
 from publisher.commitlog.reader import CommitLogReader
 from publisher.commitlog.schema_source import CassandraSchemaSource
@@ -293,3 +296,67 @@ def test_heartbeats_move_an_idle_partition_to_its_ttl_expiry(stack, node, sessio
         if job is not None:
             kill_group(job)
         assert agent.stop() == 0
+
+
+# The base install's budget (issue 49): its own dependencies make about 87 MB
+PUBLISHER_VENV_MB = 100
+ENGINE = ("pyspark", "py4j", "pyarrow", "pandas", "numpy")
+
+
+def test_the_agent_from_the_built_wheel_alone_publishes(stack, node, session, tmp_path):
+    """`make dist`'s wheel installed as an operator installs it beside a Cassandra node
+    (`pip install casscade` into a clean venv, no extra): none of the materializer's engine
+    comes with it, the venv stays within its budget, the compiled reader is in, and the
+    agent run from it (not from the checkout) publishes a table's writes; the materializer's
+    commands say which install they need instead of failing on an import."""
+    dist, venv, elsewhere = tmp_path / "dist", tmp_path / "venv", tmp_path / "run"
+    elsewhere.mkdir()
+    built = subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist),
+                            str(repo_root())], capture_output=True, text=True, timeout=900)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    wheels = list(dist.glob("casscade-*.whl"))
+    assert len(wheels) == 1 and list(dist.glob("casscade-*.tar.gz")), sorted(dist.iterdir())
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing of the checkout
+    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                          "--disable-pip-version-check", str(wheels[0])],
+                         capture_output=True, text=True, timeout=900, env=env)
+    assert pip.returncode == 0, pip.stderr[-3000:]
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(venv / "bin" / "casscade"), *args], capture_output=True,
+                              text=True, timeout=120, cwd=elsewhere, env=env)
+
+    probe = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import importlib.util, publisher; "
+         "from shared.rowupdate_reader import COMPILED; print(publisher.__file__, COMPILED, "
+         f"[m for m in {ENGINE!r} if importlib.util.find_spec(m)])"],
+        capture_output=True, text=True, timeout=60, cwd=elsewhere, env=env)
+    where, compiled, engine = probe.stdout.split(" ", 2)
+    assert where.startswith(str(venv)) and compiled == "True", probe.stdout + probe.stderr
+    assert engine.strip() == "[]", engine  # no pyspark, py4j, pyarrow, pandas, numpy
+    size_mb = sum(f.stat().st_size for f in venv.rglob("*") if f.is_file()
+                  and not f.is_symlink()) / 2**20
+    print(f"[wheel] the publisher's venv: {size_mb:.1f} MB")
+    assert size_mb <= PUBLISHER_VENV_MB, size_mb
+    listed = run("--help")
+    assert all(c in listed.stdout for c in ("publisher", "snapshot", "ops", "verify")), listed
+    refused = run("materializer", "run")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
+    assert "pip install 'casscade[materializer]'" in refused.stderr, refused.stderr
+
+    session.execute("CREATE TABLE ag.wheel (k int PRIMARY KEY, v text) WITH cdc = true")
+    agent = AgentProcess(node, stack, tmp_path / "agent", http_port=18103,
+                         command=[str(venv / "bin" / "casscade")], cwd=elsewhere,
+                         env={"PYTHONPATH": ""})
+    agent.start()
+    try:
+        agent.wait_serving(60)
+        for k in range(50):
+            session.execute(f"INSERT INTO ag.wheel (k, v) VALUES ({k}, 'v{k}')")
+        records = read_topic(stack.bootstrap_servers, raw_topic(agent.prefix),
+                             expect_at_least=50, table="ag.wheel")
+    finally:
+        assert agent.stop() == 0, agent.log.read_text()[-3000:]
+    assert len({key for _p, _o, key, _rec in records}) == 50, records[:3]  # one per row
+    shutil.rmtree(venv, ignore_errors=True)
