@@ -44,8 +44,8 @@ def cli() -> None:
 
     \b
     Stages (see README.md):
-      publisher     node agent beside each Cassandra node: commit log -> raw Kafka topics
-      materializer  Spark job: raw topics -> change events with full before/after rows
+      publisher     node agent beside each Cassandra node: commit log -> the raw topic
+      materializer  Spark job: the raw topic -> change events with full before/after rows
       snapshot      bootstrap: a table's existing rows into its raw topic
       ops           flush the CDC tables (cron), the filler-table writer
       verify        the stream's latest image of every key against the table's row

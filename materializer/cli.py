@@ -27,7 +27,7 @@ _SET = set_option
 
 @click.group(name="materializer")
 def materializer() -> None:
-    """The Spark Structured Streaming job: raw topics -> change events with full rows."""
+    """The Spark Structured Streaming job: the raw topic -> change events with full rows."""
 
 
 # What `pip install 'casscade[materializer]'` adds to the base install (the publisher's)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -31,13 +32,35 @@ def publisher() -> None:
 
 
 
+_CONFIG = config_option("deploy/publisher.yaml")
+_SET = set_option
+# `dump` and `schema` reach a locked cluster through the agent's own `cassandra` section
+_CASSANDRA_CONFIG = click.option(
+    "--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Read the schema from the cluster the agent's config names (its `cassandra` "
+         "section: contact points, port, username and password, TLS; example: "
+         "deploy/publisher.yaml).")
+
+
+def _schema_session(config_file: Path | None, overrides: tuple[str, ...], host: str | None,
+                    port: int) -> tuple[Any, Any]:
+    """A CQL cluster and session: through the config's `cassandra` section when a config
+    (or --set) is given, else to `host`:`port` without authentication."""
+    if config_file is not None or overrides:
+        return connect_cassandra(load_publisher_config(config_file, overrides).cassandra)
+    return connect_cassandra_at(host or "127.0.0.1", port)
+
+
 @publisher.command()
 @click.argument("segment", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--schema", "schema_file", type=click.Path(exists=True, dir_okay=False,
                                                          path_type=Path),
               help="JSON schema file (format: docs/commitlog-dump.md); see `publisher schema`.")
-@click.option("--cassandra", "host", help="Read the schema from this node's system_schema.")
+@click.option("--cassandra", "host", help="Read the schema from this node's system_schema "
+                                           "(no authentication or TLS: see --config).")
 @click.option("--port", default=9042, show_default=True, help="CQL port for --cassandra.")
+@_CASSANDRA_CONFIG
+@_SET
 @click.option("--from-offset", type=int, default=0, show_default=True,
               help="Resume: print only mutations whose end position is after this offset.")
 @click.option("--until-offset", type=int, default=None,
@@ -47,7 +70,8 @@ def publisher() -> None:
               help="Skip (and count) mutations of tables the schema does not know, instead of "
                    "stopping at the first one.")
 def dump(segment: Path, schema_file: Path | None, host: str | None, port: int,
-         from_offset: int, until_offset: int | None, skip_unknown: bool) -> None:
+         config_file: Path | None, overrides: tuple[str, ...], from_offset: int,
+         until_offset: int | None, skip_unknown: bool) -> None:
     """Decode a commit log SEGMENT and print every mutation as one JSON line.
 
     Each line holds the keyspace, the partition updates (table, partition key, static row,
@@ -59,8 +83,11 @@ def dump(segment: Path, schema_file: Path | None, host: str | None, port: int,
     from publisher.commitlog.dump import mutation_to_json
     from publisher.commitlog.reader import CommitLogReader
 
-    if (schema_file is None) == (host is None):
-        raise click.UsageError("give exactly one of --schema FILE or --cassandra HOST")
+    given = [schema_file is not None, host is not None,
+             config_file is not None or bool(overrides)]
+    if sum(given) != 1:
+        raise click.UsageError("give exactly one of --schema FILE, --cassandra HOST or "
+                               "--config FILE")
     cluster = None
     source: SchemaSource
     if schema_file is not None:
@@ -69,7 +96,7 @@ def dump(segment: Path, schema_file: Path | None, host: str | None, port: int,
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
     else:
-        cluster, session = connect_cassandra_at(host or "", port)
+        cluster, session = _schema_session(config_file, overrides, host, port)
         source = CassandraSchemaSource(session)
     reader = CommitLogReader(source, skip_unknown=skip_unknown)
     count = rows = 0
@@ -97,20 +124,18 @@ def dump(segment: Path, schema_file: Path | None, host: str | None, port: int,
 
 
 @publisher.command()
-@click.option("--cassandra", "host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=9042, show_default=True)
-def schema(host: str, port: int) -> None:
+@click.option("--cassandra", "host", default="127.0.0.1", show_default=True,
+              help="The node to read (no authentication or TLS: see --config).")
+@click.option("--port", default=9042, show_default=True, help="CQL port for --cassandra.")
+@_CASSANDRA_CONFIG
+@_SET
+def schema(host: str, port: int, config_file: Path | None, overrides: tuple[str, ...]) -> None:
     """Print the node's schema (every table, dropped columns, UDTs) as a JSON schema file."""
-    cluster, session = connect_cassandra_at(host, port)
+    cluster, session = _schema_session(config_file, overrides, host, port)
     try:
         click.echo(json.dumps(read_system_schema(session), indent=1))
     finally:
         cluster.shutdown()
-
-
-_CONFIG = config_option("deploy/publisher.yaml")
-_SET = set_option
-
 
 
 @publisher.command()

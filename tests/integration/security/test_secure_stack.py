@@ -348,7 +348,8 @@ def _run(args: list[str], env: dict[str, str] | None = None) -> str:
 def test_snapshot_filler_and_flush_through_the_locked_doors(locked, admin_cql,
                                                             tmp_path) -> None:
     """The operator's commands log in to Cassandra as `operator` (TLS, password file); the
-    snapshot publishes as the Kafka user `publisher` (password from the environment)."""
+    snapshot publishes as the Kafka user `publisher` (password from the environment);
+    `publisher schema` reads the locked node's schema through the same settings."""
     ks = f"lo_{uuid.uuid4().hex[:8]}"
     admin_cql.execute(f"CREATE KEYSPACE {ks} WITH replication = "
                       "{'class': 'SimpleStrategy', 'replication_factor': 1}")
@@ -373,6 +374,8 @@ def test_snapshot_filler_and_flush_through_the_locked_doors(locked, admin_cql,
     assert not list(data.glob("t-*/*Data.db"))  # still in the memtable
     said += _run(["ops", "flush", *_operator_sets(locked), "--nodetool", nodetool])
     assert f"{ks}.t" in said and list(data.glob("t-*/*Data.db")), said
+    said += _run(["publisher", "schema", *_operator_sets(locked)])
+    assert f'"{ks}"' in said and '"t"' in said, said[-2000:]
     secrets = [kafka_pw, secure.cassandra_password_file(locked, "operator").read_text().strip()]
     assert not [s for s in secrets if s in said]
 
