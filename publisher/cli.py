@@ -184,8 +184,9 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
                      metrics)
     store = OffsetStore(cfg.state.path / "offsets")
     agent = Agent(cfg, source, sink, store, metrics, truncations)
+    # /health fails only for an agent stuck: its loop, or a wait for Kafka, goes round
     http = serve(cfg.http.host, cfg.http.port, metrics, agent.status,
-                 lambda: agent.last_loop) if cfg.http.port else None
+                 lambda: max(agent.last_loop, sink.alive_at)) if cfg.http.port else None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: agent.stop.set())
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -62,6 +63,10 @@ class KafkaSink:
                                       "Errors by kind", ("kind",))
         self.waiting = metrics.gauge("casscade_publisher_kafka_waiting",
                                      "1 while produce waits for a full queue to drain")
+        # when a wait for Kafka last went round: a wait is the agent alive, not stuck
+        # (/health: a Kafka outage must not get the agent, or a pod beside Cassandra,
+        # restarted)
+        self.alive_at = time.monotonic()
 
     # ---- topics -----------------------------------------------------------------------------
     def ensure_topic(self, topic: str, compacted: bool = False) -> None:
@@ -154,6 +159,9 @@ class KafkaSink:
         self.stopping.wait(backoff)
 
     def _check_stopping(self) -> None:
+        """Called at every turn of a wait for Kafka: notes the wait alive; SinkStopped when
+        the agent stops."""
+        self.alive_at = time.monotonic()
         if self.stopping.is_set():
             raise SinkStopped("stopping while waiting for Kafka")
 

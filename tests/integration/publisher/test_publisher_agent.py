@@ -31,6 +31,7 @@ from support.publisher_harness import (
     wait_for,
 )
 from support.reference import completed_segments
+from support.services import http_get
 from support.splitter_reference import split
 
 pytestmark = pytest.mark.integration
@@ -201,8 +202,12 @@ def test_kill_9_twenty_times_loses_nothing(stack, node, session, tmp_path):
 
 
 def test_broker_down_for_30_seconds(stack, node, session, tmp_path):
+    """Kafka away for longer than /health's 30 s with the producer's queue full (a small
+    queue, so 4,000 writes fill it): the agent waits, alive (/health answers 200, so no
+    probe restarts it or marks the pod beside Cassandra unready), and loses nothing."""
     session.execute("CREATE TABLE ag.outage (k int PRIMARY KEY, v text) WITH cdc = true")
-    agent = AgentProcess(node, stack, tmp_path / "agent", http_port=18103)
+    agent = AgentProcess(node, stack, tmp_path / "agent", http_port=18103, sections={
+        "kafka": {"producer": {"queue.buffering.max.messages": "1000"}}})
     agent.start()
     insert = session.prepare("INSERT INTO ag.outage (k, v) VALUES (?, ?)")
     try:
@@ -212,8 +217,12 @@ def test_broker_down_for_30_seconds(stack, node, session, tmp_path):
         try:
             execute_concurrent_with_args(session, insert,
                                          [(i, "during") for i in range(2000, 6000)])
-            time.sleep(30)
+            time.sleep(35)
             assert agent.alive(), "the agent gave up while Kafka was down"
+            code, body = http_get(agent.http_port, "/health")
+            assert code == 200, body
+            metrics = http_get(agent.http_port, "/metrics")[1]
+            assert "casscade_publisher_kafka_waiting 1" in metrics, metrics[-2000:]
         finally:
             pid = kafka.start(stack, __import__("devstack.artifacts",
                                                 fromlist=["x"]).find_java())
@@ -346,7 +355,7 @@ def test_the_agent_from_the_built_wheel_alone_publishes(stack, node, session, tm
     assert "pip install 'casscade[materializer]'" in refused.stderr, refused.stderr
 
     session.execute("CREATE TABLE ag.wheel (k int PRIMARY KEY, v text) WITH cdc = true")
-    agent = AgentProcess(node, stack, tmp_path / "agent", http_port=18103,
+    agent = AgentProcess(node, stack, tmp_path / "agent", http_port=18104,
                          command=[str(venv / "bin" / "casscade")], cwd=elsewhere,
                          env={"PYTHONPATH": ""})
     agent.start()

@@ -135,3 +135,30 @@ def test_the_cassandra_password_can_come_from_a_file(tmp_path: Path) -> None:
         CassandraSettings(password_file=tmp_path / "missing.pw").resolved_password()
     shown = to_dict(CassandraSettings(password_file=secret))
     assert shown["password_file"] == str(secret) and shown["password"] is None
+
+
+def test_a_wait_for_kafka_keeps_the_agent_alive_for_health(monkeypatch) -> None:
+    """produce waiting on a full queue (Kafka away) notes each turn of its wait, which
+    /health takes as the agent alive: a Kafka outage restarts nothing."""
+    from publisher import kafka_sink
+
+    class FullQueue:
+        def __init__(self) -> None:
+            self.refusals = 3
+
+        def produce(self, *_a: object, **_k: object) -> None:
+            if self.refusals:
+                self.refusals -= 1
+                raise BufferError("queue full")
+
+        def poll(self, _timeout: float) -> int:
+            return 0
+
+    clock = iter(range(100, 1000))
+    monkeypatch.setattr(kafka_sink.time, "monotonic", lambda: float(next(clock)))
+    sink = kafka_sink.KafkaSink("127.0.0.1:1", "p", 1, 1, {}, Registry())
+    sink.producer = FullQueue()
+    before = sink.alive_at
+    sink.produce("p.raw", b"k", b"v", lambda *_a: None)
+    assert sink.alive_at > before and sink.producer.refusals == 0
+    assert sink.waiting.get() == 0  # back to 0 once the record went in
