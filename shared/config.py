@@ -130,7 +130,9 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
                 raise ConfigError(f"{where}: {value!r} is not a YAML mapping") from exc
         if not isinstance(value, Mapping):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return {str(k): str(v) for k, v in value.items()}
+        kinds = typing.get_args(hint)  # (key type, value type): each value as its type
+        of = kinds[1] if len(kinds) == 2 else str
+        return {str(k): _convert(of, v, f"{where}.{k}") for k, v in value.items()}
     if origin in (list, tuple):
         if isinstance(value, str) and value.strip().startswith("["):  # [a, b]: YAML
             try:

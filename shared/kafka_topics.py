@@ -42,14 +42,14 @@ class TopicCreator:
 
     def ensure_many(self, topics: Iterable[str], compacted: bool = False,
                     partitions: Mapping[str, int] | None = None,
-                    config: Mapping[str, str] | None = None) -> None:
+                    config: Mapping[str, str] | None = None) -> list[str]:
         """ensure() for many topics at once: one CreateTopics request for the missing ones,
         then one wait until every partition of each takes writes; `partitions`: a topic's
         own partition count (else the creator's, or 1 for a compacted topic); `config`:
-        more topic settings."""
+        more topic settings. The topics this call created."""
         wanted = [t for t in dict.fromkeys(topics) if t not in self.known]
         if not wanted:
-            return
+            return []
         try:
             existing = self.admin.list_topics(timeout=self.timeout_s).topics
         except KafkaException:
@@ -60,16 +60,19 @@ class TopicCreator:
         new = [NewTopic(t, num_partitions=(partitions or {}).get(t, default),
                         replication_factor=self.replication, config=config)
                for t in wanted if t not in existing]
+        created = []
         if new:
             for topic, future in self.admin.create_topics(new).items():
                 try:
                     future.result(timeout=self.timeout_s)
                     log.info("created topic", extra={"topic": topic})
+                    created.append(topic)
                 except KafkaException as exc:
                     if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                         raise
         self.wait_writable(wanted)
         self.known.update(wanted)
+        return created
 
     def wait_writable(self, topics: list[str]) -> None:
         """Block until every partition of `topics` has a leader that serves it.

@@ -9,8 +9,10 @@ import json
 import logging
 import time
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource
 
+from materializer.output.event_settings import EventSettings
 from shared import topic_names
 from shared.kafka_topics import TopicCreator, read_to_end
 
@@ -42,8 +44,6 @@ def known_tables(kafka: dict[str, str], prefix: str, wait_s: float = 60.0
     exist). A broker that does not serve the topic yet (one just restarted: the query's
     restart follows it) is asked again for up to `wait_s`; then none, with a warning: the
     workers make each table's event topic when they meet it."""
-    from confluent_kafka import KafkaException
-
     deadline = time.monotonic() + wait_s
     while True:
         tables = set()
@@ -63,13 +63,55 @@ def known_tables(kafka: dict[str, str], prefix: str, wait_s: float = 60.0
             time.sleep(1)
 
 
-def create_event_topics(kafka: dict[str, str], prefix: str, partitions: int,
-                        replication_factor: int) -> list[str]:
+def create_event_topics(kafka: dict[str, str], prefix: str, settings: EventSettings
+                        ) -> list[str]:
     """Create the event topic of every table the schema topic names now, in one request,
-    and wait until each takes writes (`TopicCreator.wait_writable`): a start with a backlog
-    over many tables otherwise made them in its first micro-batch, beside the Kafka sink's
-    first writes to them. Tables that appear later get theirs from the worker that first
-    meets them. The event topics' names."""
+    with the `events` settings' partitions and topic config, and wait until each takes
+    writes (`TopicCreator.wait_writable`): a start with a backlog over many tables otherwise
+    made them in its first micro-batch, beside the Kafka sink's first writes to them.
+    Tables that appear later get theirs from the worker that first meets them. Event topics
+    that existed already keep their settings; those that differ are reported. The event
+    topics' names."""
     topics = [topic_names.event_topic(prefix, ks, t) for ks, t in known_tables(kafka, prefix)]
-    TopicCreator(kafka, partitions, replication_factor).ensure_many(topics)
+    counts = settings.topic_partitions(prefix)
+    created = TopicCreator(kafka, settings.partitions, settings.replication_factor
+                           ).ensure_many(topics, partitions=counts,
+                                         config=settings.topic_config())
+    report_other_settings(kafka, [t for t in topics if t not in created], settings, prefix)
     return topics
+
+
+def report_other_settings(kafka: dict[str, str], topics: list[str], settings: EventSettings,
+                          prefix: str) -> list[str]:
+    """Warn, once per topic, of existing event topics whose partition count or topic config
+    differs from what the `events` settings would give a new one (the job changes no topic
+    it did not create: a partition count only grows, and moves keys); the warnings."""
+    wanted = settings.topic_config()
+    counts = settings.topic_partitions(prefix)
+    if not topics or not (wanted or counts):
+        return []  # (the broker's defaults and `partitions`: nothing beyond the count)
+    admin = AdminClient(kafka)
+    said = []
+    meta = admin.list_topics(timeout=30).topics
+    found: dict[str, dict[str, str]] = {}
+    if wanted:
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+        for resource, future in admin.describe_configs(resources).items():
+            try:
+                entries = future.result(30)
+            except KafkaException as exc:  # not allowed (DESCRIBE_CONFIGS): say, go on
+                said.append(f"{resource.name}: its settings could not be read ({exc})")
+                continue
+            found[resource.name] = {k: entries[k].value for k in wanted if k in entries}
+    for topic in topics:
+        differs = [f"{k} {v} (events: {wanted[k]})" for k, v in found.get(topic, {}).items()
+                   if v != wanted[k]]
+        have = meta.get(topic)
+        if topic in counts and have is not None and len(have.partitions) != counts[topic]:
+            differs.append(f"{len(have.partitions)} partitions (events: {counts[topic]})")
+        if differs:
+            said.append(f"{topic}: {', '.join(differs)}")
+    for line in said:
+        log.warning("an event topic that exists has other settings than the job would give "
+                    "it; left as it is", extra={"topic_settings": line})
+    return said

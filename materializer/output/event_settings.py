@@ -19,6 +19,7 @@ STATIC_ONLY_EMIT = STATIC_ONLY_MODES[0]
 FORMATS = ("json", "avro")
 DELIVERIES = ("exactly-once", "at-least-once")
 EXACTLY_ONCE = DELIVERIES[0]
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 
 
 @dataclass
@@ -62,7 +63,14 @@ class EventSettings:
     tombstones: bool = True  # null-valued record after each d (for log compaction)
     dead_letter_topic: str | None = None  # default <prefix>.materializer.dead-letter
     partitions: int = 6  # of each event topic the job creates
+    # a table's own count for its event topic ("keyspace.table": count), else `partitions`
+    table_partitions: dict[str, int] = field(default_factory=dict)
     replication_factor: int = 1
+    # the event topics' cleanup.policy when the job creates them (None: the broker's
+    # default): compact keeps each key's last event, a mirror; delete; or compact,delete
+    cleanup_policy: str | None = None
+    # their retention.ms when the job creates them (None: the broker's default; -1: forever)
+    retention_ms: int | None = None
     format: str = "json"  # json, or avro (materializer.output.avro_writer)
     # avro: register schemas here and use the Confluent wire format; unset: Avro
     # single-object encoding, schemas on avro_schema_topic (default <prefix>.avro-schemas)
@@ -102,6 +110,18 @@ class EventSettings:
         if not 1 <= self.transaction_timeout_s <= 24 * 3600:
             raise ValueError(f"events.transaction_timeout_s must be from 1 s to a day, not "
                              f"{self.transaction_timeout_s}")
+        if self.cleanup_policy is not None and self.cleanup_policy not in CLEANUP_POLICIES:
+            raise ValueError(f"events.cleanup_policy must be one of "
+                             f"{', '.join(CLEANUP_POLICIES)} (or unset), not "
+                             f"{self.cleanup_policy!r}")
+        if self.retention_ms is not None and self.retention_ms < -1:
+            raise ValueError(f"events.retention_ms must be -1 (forever), 0 or more, not "
+                             f"{self.retention_ms}")
+        for name, count in {"(every table)": self.partitions, **self.table_partitions}.items():
+            if name != "(every table)" and name.count(".") != 1:
+                raise ValueError(f"events.table_partitions: {name!r} is not keyspace.table")
+            if not isinstance(count, int) or count < 1:
+                raise ValueError(f"events partitions of {name}: at least 1, not {count!r}")
         if self.static_only_rows not in STATIC_ONLY_MODES:
             raise ValueError(f"events.static_only_rows must be one of "
                              f"{', '.join(STATIC_ONLY_MODES)}, not {self.static_only_rows!r}")
@@ -127,6 +147,20 @@ class EventSettings:
             registry = replace(registry, password=registry.access().password,
                                password_file=None)
         return replace(self, schema_registry=registry)
+
+    def topic_config(self) -> dict[str, str]:
+        """The settings the job gives an event topic it creates."""
+        config = {}
+        if self.cleanup_policy is not None:
+            config["cleanup.policy"] = self.cleanup_policy
+        if self.retention_ms is not None:
+            config["retention.ms"] = str(self.retention_ms)
+        return config
+
+    def topic_partitions(self, prefix: str) -> dict[str, int]:
+        """The event topics (under `prefix`) with a partition count of their own."""
+        return {topic_names.event_topic(prefix, *name.split(".", 1)): count
+                for name, count in self.table_partitions.items()}
 
     def dead_letters(self, prefix: str) -> str:
         """The dead-letter topic under topic prefix `prefix`."""

@@ -204,8 +204,7 @@ def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = Fa
     the truncate barrier's writer, for the driver to poll while the query runs."""
     k = cfg.kafka
     raw = raw_partitions(k.client(), k.topic_prefix)
-    made = frozenset(create_event_topics(k.client(), k.topic_prefix, cfg.events.partitions,
-                                         cfg.events.replication_factor))
+    made = frozenset(create_event_topics(k.client(), k.topic_prefix, cfg.events))
     truncate_barrier.ensure_topic(k.client(), k.topic_prefix, cfg.events.replication_factor)
     events = _events(spark, cfg, raw, made)
     job_id = records.job_id(hadoop_files.files(spark, cfg.spark.checkpoint))

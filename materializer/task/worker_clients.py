@@ -62,8 +62,17 @@ def key_handler(kafka: dict[str, str], prefix: str, settings: EventSettings,
     table it meets)."""
     creator = _topics(kafka, settings)
     creator.known.update(made)
+    counts, config = settings.topic_partitions(prefix), settings.topic_config()
+    dead_letters = settings.dead_letters(prefix)
+
+    def ensure(topic: str) -> None:
+        # an event topic with the `events` settings' partitions and config (the driver's
+        # rule, start_topics.create_event_topics); the dead-letter topic with the defaults
+        creator.ensure_many([topic], partitions=counts,
+                            config=None if topic == dead_letters else config)
+
     return KeyMaterializer(_cache(kafka, topic_names.schema_topic(prefix)), settings, prefix,
-                           creator.ensure, _publisher(kafka, settings, prefix), page_rows)
+                           ensure, _publisher(kafka, settings, prefix), page_rows)
 
 
 def _conf_key(kafka: dict[str, str]) -> tuple[tuple[str, str], ...]:
