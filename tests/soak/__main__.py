@@ -179,7 +179,7 @@ def _report(seed: int, master: str, load, injector: Injector, verified: dict, co
         "seed": seed, "master": master, "seconds": round(seconds),
         "settle_seconds": round(settle_s),
         "statements": load.executed, "statements_per_s": round(load.executed / load.seconds, 1),
-        "outcome_unknown": dict(load.unknown),
+        "outcome_unknown": dict(load.unknown + injector.log.unknown),
         "faults": dict(injector.log.faults), "extras": dict(injector.log.extras),
         "fault_failures": injector.log.failed, "fault_log": injector.log.lines,
         "tables": {name: {"changes": c.changes, "events": c.events,
@@ -201,7 +201,7 @@ def _print(r: dict) -> None:
     print(f"statements {r['statements']:,} ({r['statements_per_s']}/s); outcome unknown "
           f"{sum(r['outcome_unknown'].values()):,} {r['outcome_unknown']}")
     print(f"faults {sum(r['faults'].values())} {r['faults']}; extras {r['extras']}; "
-          f"failed restarts {len(r['fault_failures'])}")
+          f"failed fault steps {len(r['fault_failures'])}")
     for name, t in r["tables"].items():
         print(f"{name}: changes {t['changes']:,}, events {t['events']:,}, duplicates "
               f"{t['duplicates']:,}, no-op events {t['no_ops']}, broken before-chains "
