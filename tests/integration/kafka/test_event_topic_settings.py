@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from materializer.kafka.start_topics import create_event_topics, report_other_settings
 from materializer.output.event_settings import EventSettings
 from materializer.task.worker_clients import key_handler
+from shared.kafka_topics import TopicCreator
 from shared.topic_names import event_topic, schema_topic
 
 pytestmark = pytest.mark.integration
@@ -31,11 +32,13 @@ def test_created_topics_take_the_events_settings_and_existing_ones_are_reported(
                                                                                  ) -> None:
     kafka = {"bootstrap.servers": stack.bootstrap_servers}
     prefix = f"ets{uuid.uuid4().hex[:8]}"
-    producer = Producer(kafka)
+    TopicCreator(kafka, 1, 1).ensure(schema_topic(prefix), compacted=True)
+    producer, failed = Producer(kafka), []
     for table in ("big", "small"):  # what the publishers announce: the schema topic
         producer.produce(schema_topic(prefix), json.dumps(
-            {"keyspace": "ks", "table": table}).encode(), f"h-{table}".encode())
-    assert producer.flush(30) == 0
+            {"keyspace": "ks", "table": table}).encode(), f"h-{table}".encode(),
+            on_delivery=lambda err, _m: failed.append(err) if err else None)
+    assert producer.flush(30) == 0 and not failed, failed
     settings = EventSettings(partitions=2, table_partitions={"ks.big": 3},
                              cleanup_policy="compact", retention_ms=86_400_000)
     made = create_event_topics(kafka, prefix, settings)
