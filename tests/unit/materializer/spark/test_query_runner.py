@@ -220,10 +220,10 @@ class _Barrier(_NoBarrier):
         return [SimpleNamespace(written=SimpleNamespace(name="ks.t"))]
 
 
-def test_available_now_runs_again_after_writing_truncate_events(monkeypatch) -> None:
-    """--available-now: a run whose last batches made truncate events due writes them when
-    its query ends and runs the query once more, so the tasks meet the barriers."""
-    barriers = [_Barrier(due=1), _Barrier(due=0)]  # (each start makes its own)
+def _run_available_now(monkeypatch: pytest.MonkeyPatch, barriers: list[Any]
+                       ) -> tuple[list[bool], Registry]:
+    """run_query with --available-now, each start ending at once with the next of
+    `barriers` (each start makes its own): the starts' available_now flags, the metrics."""
     starts: list[bool] = []
 
     def start(_spark: Any, _cfg: Any, available_now: bool = False) -> Any:
@@ -236,6 +236,14 @@ def test_available_now_runs_again_after_writing_truncate_events(monkeypatch) -> 
     spark = type("Spark", (), {"sparkContext": SimpleNamespace(setLogLevel=lambda _l: None)})()
     query_runner.run_query(spark, MaterializerConfig(), ProgressMetrics(registry),
                            StopRequest(), [], available_now=True)
+    return starts, registry
+
+
+def test_available_now_runs_again_after_writing_truncate_events(monkeypatch) -> None:
+    """--available-now: a run whose last batches made truncate events due writes them when
+    its query ends and runs the query once more, so the tasks meet the barriers."""
+    barriers = [_Barrier(due=1), _Barrier(due=0)]
+    starts, registry = _run_available_now(monkeypatch, barriers)
     assert starts == [True, True]  # once more after the truncate events, then done
     assert [b.polls.count(True) for b in barriers] == [1, 1]
     assert 'casscade_materializer_truncate_events_total{table="ks.t"} 1' in registry.render()
@@ -248,16 +256,5 @@ def test_available_now_runs_again_after_truncate_events_written_while_it_ran(
     its end."""
     written_mid_run = _NoBarrier()
     written_mid_run.tables_written = 1
-    barriers = [written_mid_run, _NoBarrier()]
-    starts: list[bool] = []
-
-    def start(_spark: Any, _cfg: Any, available_now: bool = False) -> Any:
-        starts.append(available_now)
-        return _Ended(None), barriers[len(starts) - 1]
-
-    monkeypatch.setattr(query_runner.job, "start", start)
-    monkeypatch.setattr(query_runner, "time", _Clock())
-    spark = type("Spark", (), {"sparkContext": SimpleNamespace(setLogLevel=lambda _l: None)})()
-    query_runner.run_query(spark, MaterializerConfig(), ProgressMetrics(Registry()),
-                           StopRequest(), [], available_now=True)
+    starts, _registry = _run_available_now(monkeypatch, [written_mid_run, _NoBarrier()])
     assert starts == [True, True]  # once more for the barriers, then done
