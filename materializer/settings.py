@@ -43,9 +43,11 @@ class KafkaSettings:
 @dataclass
 class SparkSettings:
     """The Spark application. `master`: local[N] runs embedded; spark://HOST:PORT connects
-    the driver to a standalone cluster (executors import casscade from their own Python:
-    the venv on this machine; elsewhere use deploy/spark/submit.sh); "submit" (what the
-    submit script passes) leaves master and driver settings to spark-submit."""
+    the driver to a standalone cluster in client mode (executors import casscade from the
+    Python `spark.pyspark.python` names: a packed environment given as `spark.archives`
+    in `conf`, as deploy/systemd/casscade-materializer.service does, or the venv on this
+    machine for a master on loopback); "submit" (what deploy/spark/submit.sh passes)
+    leaves master and driver settings to spark-submit."""
 
     # settings of the spark state mode (Spark's state store), which casscade no longer has
     REMOVED: ClassVar[dict[str, str]] = dict.fromkeys(

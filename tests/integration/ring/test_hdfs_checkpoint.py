@@ -1,7 +1,8 @@
-"""The job on the stack's Spark standalone cluster with its checkpoint on a real HDFS (a
-NameNode and a DataNode from Apache Hadoop's jars, deploy/local/devstack/hdfs.py), submitted
-as a cluster user submits it: `deploy/spark/submit.sh` with the packed environment and
-`spark.checkpoint=hdfs://...`.
+"""The job with its checkpoint on a real HDFS (a NameNode and a DataNode from Apache Hadoop's
+jars, deploy/local/devstack/hdfs.py): on the stack's Spark standalone cluster, submitted as a
+cluster user submits it (`deploy/spark/submit.sh` with the packed environment and
+`spark.checkpoint=hdfs://...`), where a driver is killed; on the local master where only the
+driver's side matters (the NameNode stopped, a refused directory, a run after a reshard).
 
 The raw records are an RF=3 differential's (every replica's copy, as the ring's publishers
 sent them), copied to a prefix of each test's own so each run has a fixed end. Every run
@@ -29,7 +30,7 @@ from devstack.settings import StackSettings, repo_root
 from materializer.store.layout import STATE_DIR
 from shared.topic_names import raw_topic
 
-from support.materializer_harness import kill_group, read_events
+from support.materializer_harness import kill_group, materializer_command, read_events
 from support.raw_copies import copy_raw
 from support.ring_harness import (
     check_events,
@@ -88,15 +89,25 @@ class Run:
     def log(self) -> Path:
         return self.env["work"] / f"{self.prefix}.log"
 
-    def submit(self, checkpoint: str | None = None, user: str | None = None
-               ) -> subprocess.Popen:
-        """The job on the standalone cluster through submit.sh and the packed environment,
-        --available-now in about BATCHES micro-batches (`user`: its HDFS user)."""
-        cmd = submit_command(cluster.master_url(self.spark), self.packed,
-                             self.env["ring"].bootstrap_servers, self.prefix,
-                             checkpoint or self.checkpoint,
-                             f"kafka.max_offsets_per_trigger={max(200, self.sent // BATCHES)}")
+    def submit(self, checkpoint: str | None = None, user: str | None = None,
+               on_cluster: bool = True) -> subprocess.Popen:
+        """The job, --available-now in about BATCHES micro-batches (`user`: its HDFS user):
+        on the standalone cluster through submit.sh and the packed environment, or
+        (`on_cluster=False`) `casscade materializer run` on its default local master.
+        Either way only the driver reads and writes the checkpoint (the partition stores
+        live on the executors' disks, their changelogs in Kafka), so a test about the
+        checkpoint alone runs locally: a cluster start costs a minute more here."""
+        limit = f"kafka.max_offsets_per_trigger={max(200, self.sent // BATCHES)}"
+        if on_cluster:
+            cmd = submit_command(cluster.master_url(self.spark), self.packed,
+                                 self.env["ring"].bootstrap_servers, self.prefix,
+                                 checkpoint or self.checkpoint, limit)
+        else:
+            cmd = materializer_command(self.env["ring"], self.prefix,
+                                       checkpoint or self.checkpoint, limit)
         extra = {"HADOOP_USER_NAME": user} if user else {}
+        if not on_cluster:  # where the local master finds the stack's fetched jars
+            extra["CASSCADE_STATE_DIR"] = str(StackSettings.from_env().state_dir)
         return subprocess.Popen(cmd, cwd=repo_root(),
                                 env=dict(os.environ, PYTHON=sys.executable, **extra),
                                 stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
@@ -114,9 +125,10 @@ class Run:
         assert proc.poll() is None, self.log.read_text()[-3000:]
         return self.commits()
 
-    def to_the_end(self, proc: subprocess.Popen | None = None, timeout_s: float = 900) -> int:
+    def to_the_end(self, proc: subprocess.Popen | None = None, timeout_s: float = 900,
+                   on_cluster: bool = True) -> int:
         """The exit code of `proc` (default: a new submit) once it ends."""
-        proc = proc or self.submit()
+        proc = proc or self.submit(on_cluster=on_cluster)
         try:
             return proc.wait(timeout_s)
         finally:
@@ -164,22 +176,24 @@ def test_driver_killed_on_the_cluster_resumes_from_its_hdfs_checkpoint(
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout)["raw_topics"] == {raw_topic(run.prefix): [3, 5]}, done.stdout
     copy_raw(env["ring"], env["prefix"], run.prefix, 1, seed=33)  # every change again
-    assert run.to_the_end() == 0, run.log.read_text()[-4000:]
+    assert run.to_the_end(on_cluster=False) == 0, run.log.read_text()[-4000:]
     assert {t: len(read_events(bootstrap, t)) for t in topics} == events
     run.check(written)
 
 
 def test_namenode_stopped_mid_stream_then_a_restart_resumes_exactly(
         env, written, hdfs, spark_cluster, packed_env) -> None:
-    """The NameNode stopped (SIGTERM) for 40 s after two committed micro-batches, then
-    started again. The job either rides it out or stops with one line naming the
-    checkpoint (no traceback); run again, it ends where it should: events exact."""
+    """The NameNode stopped (SIGTERM) for 20 s after two committed micro-batches, then
+    started again: the job's query restarts (5, 10, 20 s apart) meet it away. The job
+    either rides it out or stops with one line naming the checkpoint (no traceback); run
+    again, it ends where it should: events exact. On the local master: only the driver
+    reads and writes the checkpoint."""
     run = Run.copied(env, hdfs, spark_cluster, packed_env, "nn", seed=34)
-    proc = run.submit()
+    proc = run.submit(on_cluster=False)
     try:
         before = run.two_batches_in(proc)
         assert daemons.stop_daemon(hdfs, "namenode")
-        time.sleep(40)
+        time.sleep(20)
         daemons.start_daemon(hdfs, "namenode")
         code = proc.wait(900)
     finally:
@@ -191,7 +205,7 @@ def test_namenode_stopped_mid_stream_then_a_restart_resumes_exactly(
         assert "Traceback" not in text, text[-4000:]
         last = [ln for ln in text.splitlines() if ln.strip()][-1]
         assert run.checkpoint in last, text[-4000:]
-        assert run.to_the_end() == 0, run.log.read_text()[-4000:]
+        assert run.to_the_end(on_cluster=False) == 0, run.log.read_text()[-4000:]
     assert max(run.commits()) > max(before)
     run.check(written)
 
@@ -205,7 +219,8 @@ def test_a_checkpoint_the_job_may_not_write_is_refused_at_start(
     daemons.fs(hdfs, "-chmod", "755", locked)  # the superuser's: others read only
     run = Run.copied(env, hdfs, spark_cluster, packed_env, "rw", seed=35)
     checkpoint = daemons.uri(hdfs, f"{locked}/ckpt")
-    code = run.to_the_end(run.submit(checkpoint, user="casscade-reader"), timeout_s=300)
+    code = run.to_the_end(run.submit(checkpoint, user="casscade-reader", on_cluster=False),
+                          timeout_s=300)
     text = run.log.read_text()
     assert code != 0, text[-3000:]
     assert "Traceback" not in text, text[-4000:]
