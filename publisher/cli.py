@@ -211,9 +211,10 @@ def status(config_file: Path | None, overrides: tuple[str, ...]) -> None:
     import urllib.request
 
     from publisher.agent.offset_store import OffsetStore
+    from shared.http_server import local_url
 
     cfg = load_publisher_config(config_file, overrides)
-    url = f"http://{cfg.http.host}:{cfg.http.port}/status"
+    url = local_url(cfg.http.host, cfg.http.port, "/status")
     try:
         with urllib.request.urlopen(url, timeout=3) as resp:
             doc = json.loads(resp.read())

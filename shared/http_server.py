@@ -22,6 +22,13 @@ class HttpSettings:
     port: int = 8000
 
 
+def local_url(host: str, port: int, path: str) -> str:
+    """The URL a client on the same host uses for a server listening on `host`: one that
+    listens on every address (0.0.0.0, ::) answers on loopback."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
+
+
 def serve(host: str, port: int, registry: Registry, status: Callable[[], dict[str, Any]],
           last_loop: Callable[[], float], stale_after_s: float = 30.0) -> ThreadingHTTPServer:
     """Start the server in a daemon thread and return it (`.shutdown()` stops it)."""

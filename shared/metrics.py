@@ -13,6 +13,17 @@ def _labels(names: tuple[str, ...], values: tuple[str, ...]) -> str:
     return "{" + ",".join(f'{n}="{v}"' for n, v in zip(names, escaped, strict=True)) + "}"
 
 
+def sample(value: float) -> str:
+    """A sample value in full: a whole number as one, else the shortest exact form (a
+    6-digit form would turn a unix time or a counter past a million into steps)."""
+    value = float(value)
+    if value != value or value in (float("inf"), float("-inf")):
+        return {"nan": "NaN", "inf": "+Inf", "-inf": "-Inf"}[repr(value)]
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(value)
+
+
 class Metric:
     """A counter or gauge family with optional labels."""
 
@@ -37,13 +48,17 @@ class Metric:
         """The current value (0 when never set)."""
         return self.values.get(labels, 0.0)
 
+    def remove(self, *labels: str) -> None:
+        """Drop one label set's series (a host gone for good), so it stops being exported."""
+        self.values.pop(labels, None)
+
     def render(self) -> list[str]:
         """Prometheus text lines for this family."""
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
         items = sorted(dict(self.values).items())
         if not items and not self.labels:
             items = [((), 0.0)]
-        lines += [f"{self.name}{_labels(self.labels, k)} {v:g}" for k, v in items]
+        lines += [f"{self.name}{_labels(self.labels, k)} {sample(v)}" for k, v in items]
         return lines
 
 
@@ -80,7 +95,7 @@ class Histogram(Metric):
                 lines.append(f"{self.name}_bucket"
                              f"{_labels((*self.labels, 'le'), (*labels, le))} {running}")
             lines.append(f"{self.name}_sum{_labels(self.labels, labels)} "
-                         f"{self.sums.get(labels, 0.0):g}")
+                         f"{sample(self.sums.get(labels, 0.0))}")
             lines.append(f"{self.name}_count{_labels(self.labels, labels)} {running}")
         return lines
 

@@ -19,6 +19,10 @@ from shared.metrics import Registry
 
 log = logging.getLogger(__name__)
 _P = "casscade_materializer_"
+# A publisher whose newest heartbeat is this old leaves the heartbeat gauge (a node
+# decommissioned, or its agent moved): its stale-heartbeat alert fires for about an hour,
+# then ends. A publisher that is only down stays visible to `up` (CasscadePublisherDown).
+HEARTBEAT_FORGET_S = 3600.0
 PARTITION_METRICS = "partition_state"  # materializer.spark.partition_job's observe() name
 
 
@@ -153,8 +157,15 @@ class ProgressMetrics:
 
     def _heartbeat_ages(self) -> None:
         now_ms = time.time() * 1000
-        for host, at_ms in self.heartbeats.items():
-            self.heartbeat_age.set(max(0.0, (now_ms - at_ms) / 1000), host)
+        for host, at_ms in list(self.heartbeats.items()):
+            age_s = max(0.0, (now_ms - at_ms) / 1000)
+            if age_s > HEARTBEAT_FORGET_S:
+                self.heartbeats.pop(host, None)  # a scrape and a batch may both get here
+                self.heartbeat_age.remove(host)
+                log.info("a publisher's heartbeats stopped long ago; it leaves the "
+                         "heartbeat gauge", extra={"host": host, "age_s": round(age_s)})
+            else:
+                self.heartbeat_age.set(age_s, host)
 
     def age_s(self) -> float:
         """Seconds since the last progress report (for /health)."""

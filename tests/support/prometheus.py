@@ -19,6 +19,7 @@ from support.paths import ROOT
 from support.services import free_port
 
 RULES = ROOT / "deploy" / "monitoring" / "alerts.yml"
+SCRAPE_CONFIG = ROOT / "deploy" / "monitoring" / "prometheus.yml"
 
 
 def binary(name: str) -> str:
@@ -39,6 +40,31 @@ def prometheus(workdir: Path, jobs: dict[str, list[str]]) -> Iterator[str]:
               "rule_files": ["alerts.yml"],
               "scrape_configs": [{"job_name": job, "static_configs": [{"targets": targets}]}
                                  for job, targets in jobs.items()]}
+    with _running(workdir, config) as url:
+        yield url
+
+
+@contextmanager
+def shipped_prometheus(workdir: Path, targets: dict[str, list[str]],
+                       rules_text: str | None = None) -> Iterator[str]:
+    """Prometheus with deploy/monitoring/prometheus.yml as shipped, but each job's
+    placeholder targets replaced by `targets` (job name → host:port, as an operator puts
+    in their own) and the intervals made 1 s (a test's patience); `rules_text`: alerts.yml
+    as given (default the shipped file). Yields its base URL."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = yaml.safe_load(SCRAPE_CONFIG.read_text())
+    config["global"].update(scrape_interval="1s", evaluation_interval="1s")
+    for job in config["scrape_configs"]:
+        job["static_configs"] = [{"targets": targets[job["job_name"]]}]
+    (workdir / "alerts.yml").write_text(rules_text or RULES.read_text())
+    assert config["rule_files"] == ["alerts.yml"], config["rule_files"]
+    with _running(workdir, config) as url:
+        yield url
+
+
+@contextmanager
+def _running(workdir: Path, config: dict[str, Any]) -> Iterator[str]:
+    """Prometheus on loopback with `config` (written to workdir/prometheus.yml)."""
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
     log = (workdir / "prometheus.log").open("wb")
@@ -68,6 +94,11 @@ def prometheus(workdir: Path, jobs: dict[str, list[str]]) -> Iterator[str]:
             proc.kill()
             proc.wait(10)
         log.close()
+
+
+def firing(url: str) -> set[str]:
+    """The names of the alerts firing now."""
+    return {r["metric"]["alertname"] for r in query(url, 'ALERTS{alertstate="firing"}')}
 
 
 def query(url: str, promql: str) -> list[dict[str, Any]]:

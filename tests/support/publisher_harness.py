@@ -48,10 +48,11 @@ class AgentProcess:
                  prefix: str | None = None, http_port: int = 18100,
                  host_name: str = "node-1", sections: dict[str, dict] | None = None,
                  env: dict[str, str] | None = None, command: list[str] | None = None,
-                 cwd: Path | None = None) -> None:
+                 cwd: Path | None = None, config: dict | None = None) -> None:
         """`sections` adds settings to the config's sections (security, say); `env` adds
         to the agent's environment (a password); `command` is the `casscade` it runs (the
-        checkout's by default), in `cwd` (the checkout)."""
+        checkout's by default), in `cwd` (the checkout); `config`: the whole config to run
+        with (a shipped file's, say) instead of the tests' own."""
         self.command = command or [sys.executable, "-m", "casscade.cli"]
         self.cwd = cwd or repo_root()
         self.prefix = prefix or f"t{uuid.uuid4().hex[:8]}"
@@ -60,7 +61,7 @@ class AgentProcess:
         self.http_port = http_port
         self.config = workdir / "publisher.yaml"
         workdir.mkdir(parents=True, exist_ok=True)
-        config = {
+        config = config if config is not None else {
             "kafka": {"bootstrap_servers": kafka.bootstrap_servers, "topic_prefix": self.prefix,
                       "partitions": 3},
             "cassandra": {"contact_points": [node.host], "port": node.cql_port},

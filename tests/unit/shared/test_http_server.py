@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from shared.http_server import serve
+from shared.http_server import local_url, serve
 from shared.metrics import Registry
 
 from support.services import http_get
@@ -28,3 +28,10 @@ def test_health_turns_503_when_the_loop_stalls() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_server_on_every_address_is_asked_on_loopback() -> None:
+    assert local_url("0.0.0.0", 8000, "/status") == "http://127.0.0.1:8000/status"
+    assert local_url("::", 8000, "/status") == "http://[::1]:8000/status"
+    assert local_url("10.0.0.5", 8001, "/health") == "http://10.0.0.5:8001/health"
+    assert local_url("fe80::1", 8000, "/") == "http://[fe80::1]:8000/"

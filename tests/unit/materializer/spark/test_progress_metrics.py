@@ -120,3 +120,27 @@ def test_tasks_freshness_and_heartbeats_become_a_histogram_and_ages() -> None:
     assert 'casscade_materializer_freshness_seconds_sum{table="shop.orders"} 703.25' in text
     assert 'casscade_materializer_freshness_seconds_count{table="shop.orders"} 5' in text
     assert 3.5 < m.heartbeat_age.get("node-1") < 10 and 59 < m.heartbeat_age.get("node-2") < 70
+
+
+def test_a_publisher_silent_past_the_forget_time_leaves_the_heartbeat_gauge() -> None:
+    import json
+    import time
+
+    from materializer.spark.progress import HEARTBEAT_FORGET_S
+
+    m = ProgressMetrics(m_registry := Registry())
+    now_ms = int(time.time() * 1000)
+    gone_ms = now_ms - int((HEARTBEAT_FORGET_S + 60) * 1000)
+    r = report(1, 10, "2026-11-22T10:00:00.000Z", 10, 10)
+    r["observedMetrics"] = {"partition_state": {"copies_in": 10, "stats": [json.dumps(
+        {"beats": {"node-1": now_ms - 2000, "node-old": gone_ms}})]}}
+    m.observe(r)
+    text = m_registry.render()
+    assert 'heartbeat_age_seconds{host="node-1"}' in text
+    assert "node-old" not in text  # decommissioned long ago: no stale series left behind
+    # a heartbeat of it again (the agent back) brings it back
+    r = report(2, 10, "2026-11-22T10:00:01.000Z", 10, 10)
+    r["observedMetrics"] = {"partition_state": {"copies_in": 10, "stats": [json.dumps(
+        {"beats": {"node-old": now_ms}})]}}
+    m.observe(r)
+    assert m.heartbeat_age.get("node-old") < 60 and 'host="node-old"' in m_registry.render()
