@@ -86,6 +86,11 @@ class ProgressMetrics:
             _P + "truncate_events_total",
             "Truncations of a table whose truncate events (op t, one per partition of its "
             "event topic) the driver wrote, per table", ("table",))
+        self.dead_letters = r.counter(
+            _P + "dead_letters_total",
+            "Records sent to the dead-letter topic instead, by the topic they were meant for "
+            "(an event topic: an event its format could not carry; the raw topic: a raw "
+            "record that could not be read)", ("topic",))
         self.heartbeats: dict[str, int] = {}  # host → newest heartbeat's clock (ms)
         r.on_scrape(self._heartbeat_ages)
         self.seen: int = -1
@@ -153,6 +158,8 @@ class ProgressMetrics:
             log.info("a truncated table's state emptied", extra={"table": table,
                                                                  "keys": int(keys)})
         self.truncated_covered.inc(int(stats.get("covered") or 0))
+        for topic, count in (stats.get("dead") or {}).items():
+            self.dead_letters.inc(int(count), topic)
         self._heartbeat_ages()
 
     def _heartbeat_ages(self) -> None:

@@ -21,7 +21,7 @@ from materializer.key_materializer import KeyMaterializer, RawRecord, Result
 from materializer.rules.truncate_barrier import Applied
 from materializer.store.layout import ENTRY, entry_key, pack_entry, page_key, unpack_entry
 from materializer.store.partition_store import PartitionStore
-from materializer.task.task_stats import TaskStats
+from materializer.task.task_stats import TaskStats, dead_letter_origin
 from materializer.task.task_stores import TaskStores, Where
 from shared.heartbeat import HEARTBEAT_BYTE, decode_heartbeat
 from shared.rowupdate import COPY_KEY_SIZE, VERSION_BYTE
@@ -178,7 +178,12 @@ class _TaskMerge:
     def emit(self, where: Where, outputs: Iterable[tuple[str, bytes | None, bytes | None]]
              ) -> None:
         """Hand on events of raw partition `where`: into its transaction (exactly-once), or
-        to the task's output rows."""
+        to the task's output rows. Dead letters are counted by the topic their record was
+        meant for."""
+        outputs = list(outputs)
+        for topic, _key, value in outputs:
+            if topic == self.handler.dead_letters and value is not None:
+                self.stats.dead_letter(dead_letter_origin(value))
         if self.stores.transactional:
             self.stores.produce(where, outputs)
         else:

@@ -24,6 +24,7 @@ class TaskStats:
         self.late = 0  # records of tables dropped in an earlier batch, not merged
         self.truncated: dict[str, int] = {}  # truncated table → keys it gave events
         self.covered = 0  # records all of whose writes a truncation removed, not merged
+        self.dead: dict[str, int] = {}  # topic a dead letter was meant for → how many
 
     def event(self, table: str, age_s: float) -> None:
         """An event of `table` written `age_s` after its change's write time."""
@@ -46,14 +47,30 @@ class TaskStats:
         """`table` was truncated: `keys` of its keys got events (rows removed) in this task."""
         self.truncated[table] = self.truncated.get(table, 0) + keys
 
+    def dead_letter(self, topic: str) -> None:
+        """A record meant for `topic` went to the dead-letter topic instead."""
+        self.dead[topic] = self.dead.get(topic, 0) + 1
+
     def to_json(self) -> str | None:
         """The task's stats for the observed metrics (None: nothing seen)."""
         if not (self.fresh or self.beats or self.dropped or self.late or self.truncated
-                or self.covered):
+                or self.covered or self.dead):
             return None
         body: dict[str, Any] = {"fresh": self.fresh, "beats": self.beats}
         if self.dropped or self.late:
             body |= {"dropped": self.dropped, "late": self.late}
         if self.truncated or self.covered:
             body |= {"truncated": self.truncated, "covered": self.covered}
+        if self.dead:
+            body["dead"] = self.dead
         return json.dumps(body, separators=(",", ":"))
+
+
+def dead_letter_origin(value: bytes) -> str:
+    """The topic a dead-letter record (materializer.key_materializer) was meant for: the
+    event topic of an event the format could not carry, else the raw topic it came from."""
+    try:
+        body = json.loads(value)
+        return str(body.get("event_topic") or body.get("topic") or "unknown")
+    except (ValueError, AttributeError):
+        return "unknown"

@@ -144,3 +144,17 @@ def test_a_publisher_silent_past_the_forget_time_leaves_the_heartbeat_gauge() ->
         {"beats": {"node-old": now_ms}})]}}
     m.observe(r)
     assert m.heartbeat_age.get("node-old") < 60 and 'host="node-old"' in m_registry.render()
+
+
+def test_dead_letters_are_counted_by_the_topic_they_were_meant_for() -> None:
+    import json
+
+    m = ProgressMetrics(m_registry := Registry())
+    for batch, dead in ((1, {"p.shop.orders": 2, "p.raw": 1}), (2, {"p.shop.orders": 1})):
+        r = report(batch, 10, f"2026-11-22T10:00:0{batch}.000Z", 10, 10)
+        r["observedMetrics"] = {"partition_state": {"copies_in": 10, "stats": [json.dumps(
+            {"dead": dead})]}}
+        m.observe(r)
+    text = m_registry.render()
+    assert 'casscade_materializer_dead_letters_total{topic="p.shop.orders"} 3' in text
+    assert 'casscade_materializer_dead_letters_total{topic="p.raw"} 1' in text

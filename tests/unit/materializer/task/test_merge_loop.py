@@ -227,3 +227,5 @@ def test_two_tables_keys_in_one_partition_keep_their_own_state_and_topics(tmp_pa
     dead = by_topic["p.materializer.dead-letter"]
     assert len(dead) == 2 and [d["offset"] for d in dead] == [3, 4]
     assert "not 4 bytes" in dead[0]["error"] and "shop.orders" in dead[1]["error"]
+    # the task's stats count them by the topic they came for (here the raw topic)
+    assert json.loads(out.to_pylist()[-1]["stats"])["dead"] == {TOPIC: 2}
