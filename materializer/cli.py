@@ -15,6 +15,7 @@ from materializer.spark.stopping import StopHung, StopRequest
 from shared.cli_config import config_option, load_config, set_option
 from shared.metrics import Registry
 from shared.reach import reach_or_exit
+from shared.topic_names import raw_topic
 
 if TYPE_CHECKING:
     from materializer.output.event_settings import EventSettings
@@ -84,6 +85,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     from materializer.checkpoint.files import CheckpointFileError
     from materializer.checkpoint.records import CheckpointRefused
     from materializer.kafka.job_lease import LeaseLost
+    from materializer.kafka.raw_age import RawAgeProbe
     from materializer.kafka.start_topics import OldRawLayout
     from materializer.spark import job
     from materializer.spark.query_runner import QueryFailed, run_query
@@ -97,6 +99,9 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     setup_logging(cfg.log.level, cfg.log.format)
     _check_kafka(cfg, events, kafka)
     progress = ProgressMetrics(Registry())
+    raw_age = RawAgeProbe(kafka, raw_topic(cfg.kafka.topic_prefix))
+    progress.watch_raw_age(raw_age.latest)
+    raw_age.start(lambda: progress.end_offsets.get(raw_age.raw_topic))
     running: list[Any] = []  # the query, once started (for /health)
     lease = _lease(cfg)  # first: a prefix another job writes fails before Spark starts,
     try:
@@ -131,6 +136,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         lease.release()
         if http is not None:
             http.shutdown()
+        raw_age.close()
         if not stop.hung:
             stop.finish()
             job.close_session(spark, archive)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from materializer.task.task_stats import FRESHNESS_BUCKETS_S
@@ -91,6 +92,16 @@ class ProgressMetrics:
             "Records sent to the dead-letter topic instead, by the topic they were meant for "
             "(an event topic: an event its format could not carry; the raw topic: a raw "
             "record that could not be read)", ("topic",))
+        self.raw_retention = r.gauge(
+            _P + "raw_retention_seconds",
+            "The raw topic's retention.ms in seconds (+Inf: unlimited): a raw record the job "
+            "has not read by then is deleted, and the job stops")
+        self.raw_unread_age = r.gauge(
+            _P + "raw_oldest_unread_age_seconds",
+            "Seconds since the oldest raw record the job has not read was appended (0: it "
+            "has read everything)")
+        # raw topic → partition → the next offset the job reads (the last report's end)
+        self.end_offsets: dict[str, dict[int, int]] = {}
         self.heartbeats: dict[str, int] = {}  # host → newest heartbeat's clock (ms)
         r.on_scrape(self._heartbeat_ages)
         self.seen: int = -1
@@ -137,6 +148,11 @@ class ProgressMetrics:
         self.last_batch_id.set(batch)
         if _partition_metrics(progress):
             self.store_keys.set(int(_partition_metrics(progress).get("store_keys") or 0))
+        for source in progress.get("sources") or []:
+            end = _offsets(source.get("endOffset"))
+            if end is not None:
+                for topic, parts in end.items():
+                    self.end_offsets[topic] = {int(p): int(o) for p, o in parts.items()}
         behind = [_offsets_behind(s) for s in progress.get("sources") or []]
         known = [b for b in behind if b is not None]
         if known:
@@ -174,6 +190,19 @@ class ProgressMetrics:
             else:
                 self.heartbeat_age.set(age_s, host)
 
+    def watch_raw_age(self, latest: Callable[[], tuple[float | None, float] | None]
+                      ) -> None:
+        """At each scrape, set the raw topic's retention and oldest-unread-age gauges from
+        `latest()` (materializer.kafka.raw_age's last reading; None: none yet)."""
+        def collect() -> None:
+            reading = latest()
+            if reading is not None:
+                retention_s, age_s = reading
+                if retention_s is not None:
+                    self.raw_retention.set(retention_s)
+                self.raw_unread_age.set(age_s)
+        self.registry.on_scrape(collect)
+
     def age_s(self) -> float:
         """Seconds since the last progress report (for /health)."""
         return time.monotonic() - self.last_at
@@ -192,8 +221,20 @@ def _partition_metrics(progress: dict[str, Any]) -> dict[str, Any]:
 
 def _offsets_behind(source: dict[str, Any]) -> float | None:
     """Kafka lag of one source: latest minus end offsets over every topic partition."""
-    latest, end = source.get("latestOffset"), source.get("endOffset")
-    if not (isinstance(latest, dict) and isinstance(end, dict)):
+    latest, end = _offsets(source.get("latestOffset")), _offsets(source.get("endOffset"))
+    if latest is None or end is None:
         return None  # not a Kafka source, or no offsets known yet
     return float(sum(max(0, int(off) - int(end.get(topic, {}).get(p, 0)))
                      for topic, parts in latest.items() for p, off in parts.items()))
+
+
+def _offsets(value: Any) -> dict[str, Any] | None:
+    """A Kafka source's offsets ({topic: {partition: offset}}): PySpark's progress objects
+    give them as JSON text, a report read from JSON as an object; None for anything else
+    (not a Kafka source, no offsets yet)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None

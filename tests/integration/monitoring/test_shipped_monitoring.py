@@ -138,6 +138,11 @@ def test_the_shipped_monitoring_watches_the_shipped_stages(
             beat = _value(url, 'casscade_materializer_heartbeat_age_seconds'
                                '{host="cassandra-dc2-1"}')
             assert beat is not None and 0 <= beat < 30, beat
+            # the raw topic's retention as the broker has it (its default, 7 days), read
+            # on the probe's thread
+            wait_until(lambda: _value(url, "casscade_materializer_raw_retention_seconds"),
+                       60, "the raw topic's retention in Prometheus", interval_s=1)
+            assert _value(url, "casscade_materializer_raw_retention_seconds") == 7 * 86400
             time.sleep(10)  # long enough for a `for: 5s` alert to fire, were it pending
             assert firing(url) == set(), query(url, "ALERTS")
 

@@ -158,3 +158,30 @@ def test_dead_letters_are_counted_by_the_topic_they_were_meant_for() -> None:
     text = m_registry.render()
     assert 'casscade_materializer_dead_letters_total{topic="p.shop.orders"} 3' in text
     assert 'casscade_materializer_dead_letters_total{topic="p.raw"} 1' in text
+
+
+def test_the_raw_age_gauges_show_the_probes_last_reading_and_its_position() -> None:
+    m = ProgressMetrics(m_registry := Registry())
+    reading: list[tuple[float | None, float] | None] = [None]
+    m.watch_raw_age(lambda: reading[0])
+    text = m_registry.render()
+    assert "casscade_materializer_raw_oldest_unread_age_seconds 0" in text  # no reading yet
+    m.observe(report(0, 10, "2026-11-22T10:00:00.000Z", 50, 80))
+    assert m.end_offsets == {"p.raw.ks.t": {0: 50, 1: 50}}  # what the probe reads past
+    reading[0] = (3600.0, 42.5)
+    text = m_registry.render()
+    assert "casscade_materializer_raw_retention_seconds 3600" in text
+    assert "casscade_materializer_raw_oldest_unread_age_seconds 42.5" in text
+
+
+def test_offsets_given_as_json_text_as_pyspark_gives_them_count_too() -> None:
+    """PySpark 4's StreamingQueryProgress holds a source's offsets as JSON text."""
+    import json
+
+    m = ProgressMetrics(Registry())
+    r = report(0, 10, "2026-11-22T10:00:00.000Z", 50, 80)
+    for source in r["sources"]:
+        source["endOffset"] = json.dumps(source["endOffset"])
+        source["latestOffset"] = json.dumps(source["latestOffset"])
+    m.observe(r)
+    assert m.lag.get() == 30 and m.end_offsets == {"p.raw.ks.t": {0: 50, 1: 50}}
