@@ -60,3 +60,7 @@ fixtures: venv  ## regenerate tests/fixtures/commitlog from a real Cassandra (sl
 
 clean: down
 	rm -rf .casscade
+
+.PHONY: images
+images: venv  ## the publisher and materializer images (deploy/images/build.sh: mmdebstrap, buildah; IMAGES_ARGS="--force")
+	PYTHON=$(PY) deploy/images/build.sh $(IMAGES_ARGS)

@@ -82,3 +82,11 @@ def test_the_agent_config_reads_that_cdc_raw(docs, tmp_path) -> None:
     data = {m["mountPath"] for m in _container(docs, "casscade-publisher")["volumeMounts"]
             if m["name"] == "data"}
     assert any(state.startswith(d + "/") for d in data), state  # survives a restart
+
+
+def test_the_sidecar_runs_the_publisher_image_of_this_version(docs) -> None:
+    """deploy/images builds casscade-publisher:<pyproject's version>: the manifest names it."""
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert _container(docs, "casscade-publisher")["image"] == f"casscade-publisher:{version}"
