@@ -17,6 +17,7 @@ from materializer.settings import MaterializerConfig, SparkSettings
 from publisher.settings import PublisherConfig
 from shared.config import to_dict
 
+from support.config_model import leaves, sections
 from support.paths import ROOT
 
 DOC = ROOT / "docs" / "configuration.md"
@@ -26,38 +27,6 @@ STAGES: dict[str, type] = {"Publisher settings": PublisherConfig,
 _ROW = re.compile(r"^\| `([a-z][a-z0-9_.]*)` \| ([^|]+?) \| ([^|]+?) \| [^|]+ \|$")
 _SECTION = re.compile(r"^### `([a-z][a-z0-9_.]*)`$")
 _TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", Path: "path"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Leaf:
-    """One setting of a model: its dotted path, type hint and declared field."""
-
-    path: str
-    hint: Any
-    field: dataclasses.Field[Any]
-
-
-def _leaves(model: type, prefix: str = "") -> list[Leaf]:
-    hints = typing.get_type_hints(model)
-    out: list[Leaf] = []
-    for f in dataclasses.fields(model):
-        hint = hints[f.name]
-        if dataclasses.is_dataclass(hint):  # a nested section
-            out += _leaves(typing.cast(type, hint), f"{prefix}{f.name}.")
-        else:
-            out.append(Leaf(prefix + f.name, hint, f))
-    return out
-
-
-def _sections(model: type, prefix: str = "") -> dict[str, type]:
-    hints = typing.get_type_hints(model)
-    out: dict[str, type] = {}
-    for f in dataclasses.fields(model):
-        if dataclasses.is_dataclass(hints[f.name]):
-            inner = typing.cast(type, hints[f.name])
-            out[prefix + f.name] = inner
-            out |= _sections(inner, f"{prefix}{f.name}.")
-    return out
 
 
 def _type_name(hint: Any) -> str:
@@ -109,7 +78,7 @@ def _value(config: Any, path: str) -> Any:
 def test_every_setting_has_a_row(stage: str) -> None:
     """Every leaf setting of the stage's model is a row in the stage's part of the doc."""
     rows = _rows(_parts()[stage])
-    missing = [leaf.path for leaf in _leaves(STAGES[stage]) if leaf.path not in rows]
+    missing = [leaf.path for leaf in leaves(STAGES[stage]) if leaf.path not in rows]
     assert not missing, f"{stage}: not in {DOC.name}: {', '.join(missing)}"
 
 
@@ -118,7 +87,7 @@ def test_every_row_is_a_setting(stage: str) -> None:
     """Every row of the stage's part names a setting its model has, under its section."""
     rows = _rows(_parts()[stage])
     assert rows, f"{stage}: no setting rows found"
-    known = {leaf.path for leaf in _leaves(STAGES[stage])}
+    known = {leaf.path for leaf in leaves(STAGES[stage])}
     extra = sorted(set(rows) - known)
     assert not extra, f"{stage}: {DOC.name} lists settings the model lacks: {extra}"
     for path, (section, _type, _default) in rows.items():
@@ -129,7 +98,7 @@ def test_every_row_is_a_setting(stage: str) -> None:
 def test_types_are_the_models(stage: str) -> None:
     """Each row's Type column is the model's type hint."""
     rows = _rows(_parts()[stage])
-    for leaf in _leaves(STAGES[stage]):
+    for leaf in leaves(STAGES[stage]):
         if leaf.path in rows:  # a missing row: test_every_setting_has_a_row
             assert rows[leaf.path][1] == _type_name(leaf.hint), leaf.path
 
@@ -139,7 +108,7 @@ def test_defaults_are_the_models(stage: str) -> None:
     """Each default, a YAML value in backticks (prose only for a factory's), is the model's."""
     rows = _rows(_parts()[stage])
     config = STAGES[stage]()
-    for leaf in _leaves(STAGES[stage]):
+    for leaf in leaves(STAGES[stage]):
         if leaf.path not in rows:  # test_every_setting_has_a_row
             continue
         cell = rows[leaf.path][2]
@@ -158,15 +127,15 @@ def test_defaults_are_the_models(stage: str) -> None:
 def test_prose_names_only_settings_there_are() -> None:
     """A `section.key` or CASSCADE_SECTION__KEY anywhere in the doc names a real setting."""
     text = DOC.read_text()
-    sections: dict[str, type] = {}
+    parts: dict[str, type] = {}
     known: set[str] = set()
     for model in STAGES.values():
-        sections |= _sections(model)
-        known |= {leaf.path for leaf in _leaves(model)}
+        parts |= sections(model)
+        known |= {leaf.path for leaf in leaves(model)}
     for token in set(re.findall(r"`([a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+)`", text)):
-        parent = max((s for s in sections if token.startswith(s + ".")), key=len, default="")
+        parent = max((s for s in parts if token.startswith(s + ".")), key=len, default="")
         if parent and token.count(".") == parent.count(".") + 1:  # section.key
-            assert token in known or token in sections, f"{token}: no such setting"
+            assert token in known or token in parts, f"{token}: no such setting"
     for env in set(re.findall(r"\bCASSCADE_([A-Z0-9_]+__[A-Z0-9_]+)\b", text)):
         dotted = env.lower().replace("__", ".")
         assert dotted in known, f"CASSCADE_{env}: no such setting"

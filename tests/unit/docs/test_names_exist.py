@@ -4,7 +4,6 @@ own commands: test_docs.py). A renamed or removed setting cannot linger in them.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shlex
 import typing
@@ -16,6 +15,7 @@ from materializer.settings import MaterializerConfig
 from publisher.settings import PublisherConfig
 
 from support.commands import resolve_command
+from support.config_model import leaves, sections
 from support.paths import ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -32,22 +32,11 @@ _COMMAND = re.compile(r"`(casscade [^`]+)`|/bin/(casscade [^\n>]+)"
                       r"|\[(casscade(?:, [^,\]]+)+)\]")
 
 
-def _paths(model: type, prefix: str = "") -> tuple[set[str], set[str]]:
-    """(every setting's dotted path, the free-form mappings' paths) of a config model."""
-    hints = typing.get_type_hints(model)
-    leaves: set[str] = set()
-    mappings: set[str] = set()
-    for f in dataclasses.fields(model):
-        hint, path = hints[f.name], prefix + f.name
-        if dataclasses.is_dataclass(hint):
-            inner_leaves, inner_maps = _paths(typing.cast(type, hint), path + ".")
-            leaves |= inner_leaves | {path}
-            mappings |= inner_maps
-        else:
-            leaves.add(path)
-            if typing.get_origin(hint) is dict:
-                mappings.add(path)
-    return leaves, mappings
+def _paths(model: type) -> tuple[set[str], set[str]]:
+    """(every setting's and section's dotted path, the free-form mappings' paths)."""
+    settings = leaves(model)
+    return ({leaf.path for leaf in settings} | set(sections(model)),
+            {leaf.path for leaf in settings if typing.get_origin(leaf.hint) is dict})
 
 
 _PUB, _PUB_MAPS = _paths(PublisherConfig)
