@@ -85,7 +85,6 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     from materializer.checkpoint.files import CheckpointFileError
     from materializer.checkpoint.records import CheckpointRefused
     from materializer.kafka.job_lease import LeaseLost
-    from materializer.kafka.raw_age import RawAgeProbe
     from materializer.kafka.start_topics import OldRawLayout
     from materializer.spark import job
     from materializer.spark.query_runner import QueryFailed, run_query
@@ -99,9 +98,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     setup_logging(cfg.log.level, cfg.log.format)
     _check_kafka(cfg, events, kafka)
     progress = ProgressMetrics(Registry())
-    raw_age = RawAgeProbe(kafka, raw_topic(cfg.kafka.topic_prefix))
-    progress.watch_raw_age(raw_age.latest)
-    raw_age.start(lambda: progress.end_offsets.get(raw_age.raw_topic))
+    raw_age = _watch_raw_age(cfg, kafka, progress)
     running: list[Any] = []  # the query, once started (for /health)
     lease = _lease(cfg)  # first: a prefix another job writes fails before Spark starts,
     try:
@@ -220,6 +217,18 @@ def _lease(cfg: MaterializerConfig) -> Any:
     except (LeaseRefused, KafkaException) as exc:
         raise click.ClickException(str(exc)) from None
     return lease
+
+
+def _watch_raw_age(cfg: MaterializerConfig, kafka: dict[str, str],
+                   progress: ProgressMetrics) -> Any:
+    """The raw topic's retention and the job's oldest unread record, read on a thread of
+    their own into /metrics (materializer.kafka.raw_age); close() it at the end."""
+    from materializer.kafka.raw_age import RawAgeProbe
+
+    probe = RawAgeProbe(kafka, raw_topic(cfg.kafka.topic_prefix))
+    progress.watch_raw_age(probe.latest)
+    probe.start(lambda: progress.end_offsets.get(probe.raw_topic))
+    return probe
 
 
 def _serve(cfg: MaterializerConfig, running: list[Any], progress: ProgressMetrics) -> Any:
