@@ -16,9 +16,11 @@ import os
 import statistics
 import time
 import uuid
+from pathlib import Path
 
 from cassandra.concurrent import execute_concurrent_with_args
 from confluent_kafka import Consumer
+from cpu_use import process_cpu_s
 
 from devstack.cassandra import cql_cluster
 from publisher.agent.agent import Agent, tune_gc
@@ -110,6 +112,8 @@ def test_bench_publisher_latency(stack, tmp_path) -> None:
         rate, seconds = 2000, 20
         latencies: list[float] = []
         sent = 0
+        assert agent.proc is not None
+        cpu_before, started = process_cpu_s(agent.proc.pid), time.monotonic()
         for k in paced(rate, rate * seconds):
             session.execute_async(insert, (k, time.time_ns() // 1000))
             sent += 1
@@ -122,6 +126,10 @@ def test_bench_publisher_latency(stack, tmp_path) -> None:
             msg = consumer.poll(0.2)
             if msg is not None:
                 _take(msg, latencies)
+        # the agent's own cost of the load: CPU from the first write to the last record
+        # read back, and its resident memory at its peak (VmHWM) and now
+        cpu_s, wall_s = process_cpu_s(agent.proc.pid) - cpu_before, time.monotonic() - started
+        memory = _memory_mb(agent.proc.pid)
         consumer.close()
     finally:
         agent.stop()
@@ -131,6 +139,20 @@ def test_bench_publisher_latency(stack, tmp_path) -> None:
     q = statistics.quantiles(latencies, n=100)
     print(f"\nwrite -> raw topic at {rate} writes/s for {seconds}s: p50 {q[49]:.2f}s, "
           f"p99 {q[98]:.2f}s, max {max(latencies):.2f}s ({len(latencies):,} records)")
+    print(f"the agent under it: {cpu_s:.1f} cpu-s over {wall_s:.1f} s = "
+          f"{cpu_s / wall_s:.3f} cores, {cpu_s / sent * 1e6:.0f} µs a write, "
+          f"{cpu_s / wall_s * 1000 / rate:.3f} cores per 1,000 writes/s; resident memory "
+          f"peak {memory['VmHWM']:.0f} MB, at the end {memory['VmRSS']:.0f} MB")
+
+
+def _memory_mb(pid: int) -> dict[str, float]:
+    """VmRSS and VmHWM (peak resident) of a process, in MB."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) / 1024
+    return out
 
 
 def _take(msg, latencies: list[float]) -> None:
