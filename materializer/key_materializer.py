@@ -115,6 +115,9 @@ class KeyMaterializer:
         self.settings = settings
         self.topic_prefix = topic_prefix  # events go to <prefix>.<keyspace>.<table>
         self.dead_letters = settings.dead_letters(topic_prefix)
+        # records sent there, by the topic they were meant for (the event topic of an event
+        # its format could not carry, else the raw topic): ever growing, read as differences
+        self.dead_lettered: dict[str, int] = {}
         self.page_rows = page_rows  # rows per page of a wide partition (materializer.rules.pages)
         self.ensure_topic = ensure_topic  # creates an output topic before its first event
         self.schema_publisher = schema_publisher  # Avro schemas (events.format avro)
@@ -349,6 +352,8 @@ class KeyMaterializer:
                 **payload: Any) -> tuple[str, bytes | None, bytes | None]:
         """A dead-letter record: where it came from, the error, and what could not go on."""
         self.ensure_topic(self.dead_letters)
+        meant_for = str(where.get("event_topic") or where.get("topic"))
+        self.dead_lettered[meant_for] = self.dead_lettered.get(meant_for, 0) + 1
         log.error(f"{what}; sent to the dead-letter topic",
                   extra=where | {"error": str(exc), "dead_letter_topic": self.dead_letters})
         body = where | {"error": f"{type(exc).__name__}: {exc}"} | payload

@@ -21,7 +21,7 @@ from materializer.key_materializer import KeyMaterializer, RawRecord, Result
 from materializer.rules.truncate_barrier import Applied
 from materializer.store.layout import ENTRY, entry_key, pack_entry, page_key, unpack_entry
 from materializer.store.partition_store import PartitionStore
-from materializer.task.task_stats import TaskStats, dead_letter_origin
+from materializer.task.task_stats import TaskStats
 from materializer.task.task_stores import TaskStores, Where
 from shared.heartbeat import HEARTBEAT_BYTE, decode_heartbeat
 from shared.rowupdate import COPY_KEY_SIZE, VERSION_BYTE
@@ -129,6 +129,7 @@ class _TaskMerge:
     def __init__(self, stores: TaskStores, handler: KeyMaterializer, now: int) -> None:
         self.stores, self.handler, self.now = stores, handler, now
         self.stats = TaskStats()
+        self.dead_at_start = dict(handler.dead_lettered)  # a worker's handler serves many tasks
         self.by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
         self.drops: dict[Where, list[TableDrop]] = {}
         self.truncates: dict[Where, list[tuple[int, TableTruncate]]] = {}  # with offsets
@@ -178,12 +179,7 @@ class _TaskMerge:
     def emit(self, where: Where, outputs: Iterable[tuple[str, bytes | None, bytes | None]]
              ) -> None:
         """Hand on events of raw partition `where`: into its transaction (exactly-once), or
-        to the task's output rows. Dead letters are counted by the topic their record was
-        meant for."""
-        outputs = list(outputs)
-        for topic, _key, value in outputs:
-            if topic == self.handler.dead_letters and value is not None:
-                self.stats.dead_letter(dead_letter_origin(value))
+        to the task's output rows."""
         if self.stores.transactional:
             self.stores.produce(where, outputs)
         else:
@@ -293,6 +289,8 @@ class _TaskMerge:
         """The task's row of counts (TASK_SCHEMA, topic null)."""
         stores = self.stores
         keys = sum(s.estimated_keys() for s in stores.open.values())
+        for topic, count in self.handler.dead_lettered.items():
+            self.stats.dead_letter(topic, count - self.dead_at_start.get(topic, 0))
         return (None, None, None, self.copies_in, self.dropped, keys, len(stores.open),
                 stores.stores_restored, stores.writes_restored, stores.produced,
                 self.stats.to_json())

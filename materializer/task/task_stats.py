@@ -47,9 +47,10 @@ class TaskStats:
         """`table` was truncated: `keys` of its keys got events (rows removed) in this task."""
         self.truncated[table] = self.truncated.get(table, 0) + keys
 
-    def dead_letter(self, topic: str) -> None:
-        """A record meant for `topic` went to the dead-letter topic instead."""
-        self.dead[topic] = self.dead.get(topic, 0) + 1
+    def dead_letter(self, topic: str, count: int = 1) -> None:
+        """`count` records meant for `topic` went to the dead-letter topic instead."""
+        if count:
+            self.dead[topic] = self.dead.get(topic, 0) + count
 
     def to_json(self) -> str | None:
         """The task's stats for the observed metrics (None: nothing seen)."""
@@ -65,12 +66,3 @@ class TaskStats:
             body["dead"] = self.dead
         return json.dumps(body, separators=(",", ":"))
 
-
-def dead_letter_origin(value: bytes) -> str:
-    """The topic a dead-letter record (materializer.key_materializer) was meant for: the
-    event topic of an event the format could not carry, else the raw topic it came from."""
-    try:
-        body = json.loads(value)
-        return str(body.get("event_topic") or body.get("topic") or "unknown")
-    except (ValueError, AttributeError):
-        return "unknown"
