@@ -41,6 +41,35 @@ def stop_node(s: StackSettings) -> None:
     cassandra.shutdown(s, drain=False)
 
 
+def own_node(stack: StackSettings, state_dir: Path) -> Iterator[StackSettings]:
+    """start_node for a module fixture (`yield from own_node(...)`): the node, stopped after."""
+    s = start_node(stack, state_dir)
+    try:
+        yield s
+    finally:
+        stop_node(s)
+
+
+def wait_healthy(proc: subprocess.Popen, port: int, log: Path, what: str,
+                 timeout_s: float = 30) -> None:
+    """Wait until an agent (`proc`, its output in `log`) answers 200 on /health at `port`;
+    an agent that exited fails at once with its log's tail (never another's answer)."""
+    import urllib.request
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise AssertionError(f"{what} exited ({proc.returncode}) before serving on "
+                                 f"port {port}:\n{tail}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
+
+    wait_for(up, timeout_s, f"{what}'s /health", interval_s=0.05)
+
+
 class AgentProcess:
     """`casscade publisher run` as a child process, with its config written to a file."""
 
@@ -89,22 +118,8 @@ class AgentProcess:
 
     def wait_serving(self, timeout_s: float = 30) -> None:
         """Wait until the agent's HTTP endpoint answers (its loop is running)."""
-        import urllib.request
-
-        def up() -> bool:
-            # an agent that exited (its port taken, say) must not pass on another's answer
-            if self.proc is not None and self.proc.poll() is not None:
-                tail = self.log.read_text(errors="replace")[-2000:]
-                raise AssertionError(f"the agent exited ({self.proc.returncode}) before "
-                                     f"serving on port {self.http_port}:\n{tail}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/health",
-                                            timeout=1) as resp:
-                    return resp.status == 200
-            except OSError:
-                return False
-
-        wait_for(up, timeout_s, "the agent's /health", interval_s=0.05)
+        assert self.proc is not None, "the agent was not started"
+        wait_healthy(self.proc, self.http_port, self.log, "the agent", timeout_s)
 
     def kill(self) -> None:
         """SIGKILL: no draining, no saving."""

@@ -27,7 +27,7 @@ from shared.topic_names import raw_topic
 
 from support.images import build_images, inspect, podman_run
 from support.paths import ROOT
-from support.publisher_harness import read_topic, start_node, stop_node, wait_for
+from support.publisher_harness import own_node, read_topic, wait_for, wait_healthy
 from support.reference import completed_segments
 
 pytestmark = pytest.mark.integration
@@ -132,11 +132,7 @@ def test_the_job_image_has_spark_on_its_layout_and_imports_the_job(images) -> No
 @pytest.fixture(scope="module")
 def node(stack, tmp_path_factory):
     """A Cassandra node for this module only, so its cdc_raw holds only our writes."""
-    s = start_node(stack, tmp_path_factory.mktemp("image-node"))
-    try:
-        yield s
-    finally:
-        stop_node(s)
+    yield from own_node(stack, tmp_path_factory.mktemp("image-node"))
 
 
 @pytest.fixture(scope="module")
@@ -190,21 +186,8 @@ def test_the_publisher_image_publishes_a_nodes_writes(stack, node, session, imag
             "--volume", f"{config_dir}:/etc/casscade:ro")),
             stdout=out, stderr=out, stdin=subprocess.DEVNULL)
 
-    def serving() -> bool:
-        import urllib.request
-
-        if agent.poll() is not None:  # exited: say why, not "timed out"
-            raise AssertionError(f"the container exited ({agent.returncode}):\n"
-                                 f"{log.read_text(errors='replace')[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{HTTP_PORT}/health",
-                                        timeout=1) as resp:
-                return resp.status == 200
-        except OSError:
-            return False
-
     try:
-        wait_for(serving, 120, "the container's /health", interval_s=0.2)
+        wait_healthy(agent, HTTP_PORT, log, "the container", 120)
         for k in range(50):
             session.execute(f"INSERT INTO img.rows (k, v) VALUES ({k}, 'v{k}')")
         # > one 4 MiB segment of another table: the current segment completes

@@ -32,7 +32,7 @@ from devstack.settings import StackSettings
 from support.materializer_harness import descendants, kill_group, start_materializer
 from support.paths import ROOT
 from support.prometheus import firing, query, shipped_prometheus
-from support.publisher_harness import AgentProcess, start_node, stop_node
+from support.publisher_harness import AgentProcess, own_node
 from support.services import free_port, wait_until
 
 pytestmark = pytest.mark.integration
@@ -47,11 +47,7 @@ FAST = {"CasscadeMaterializerStalled": ("> 300", "> 20"),
 @pytest.fixture(scope="module")
 def node(stack: StackSettings, tmp_path_factory) -> Any:
     """A node of this module's own: its cdc_raw holds only these writes."""
-    s = start_node(stack, tmp_path_factory.mktemp("monitored-node"))
-    try:
-        yield s
-    finally:
-        stop_node(s)
+    yield from own_node(stack, tmp_path_factory.mktemp("monitored-node"))
 
 
 def _set(doc: dict, dotted: str, value: Any) -> None:

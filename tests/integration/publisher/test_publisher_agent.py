@@ -25,9 +25,8 @@ from shared.topic_names import raw_key, raw_topic
 
 from support.publisher_harness import (
     AgentProcess,
+    own_node,
     read_topic,
-    start_node,
-    stop_node,
     wait_for,
 )
 from support.reference import completed_segments
@@ -40,11 +39,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def node(stack, tmp_path_factory):
     """A Cassandra node for this module only, so its cdc_raw holds only our writes."""
-    s = start_node(stack, tmp_path_factory.mktemp("agent-node"))
-    try:
-        yield s
-    finally:
-        stop_node(s)
+    yield from own_node(stack, tmp_path_factory.mktemp("agent-node"))
 
 
 @pytest.fixture(scope="module")

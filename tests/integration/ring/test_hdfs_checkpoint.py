@@ -30,7 +30,12 @@ from devstack.settings import StackSettings, repo_root
 from materializer.store.layout import STATE_DIR
 from shared.topic_names import raw_topic
 
-from support.materializer_harness import kill_group, materializer_command, read_events
+from support.materializer_harness import (
+    kill_group,
+    materializer_command,
+    read_events,
+    start_materializer,
+)
 from support.raw_copies import copy_raw
 from support.ring_harness import (
     check_events,
@@ -98,16 +103,14 @@ class Run:
         live on the executors' disks, their changelogs in Kafka), so a test about the
         checkpoint alone runs locally: a cluster start costs a minute more here."""
         limit = f"kafka.max_offsets_per_trigger={max(200, self.sent // BATCHES)}"
-        if on_cluster:
-            cmd = submit_command(cluster.master_url(self.spark), self.packed,
-                                 self.env["ring"].bootstrap_servers, self.prefix,
-                                 checkpoint or self.checkpoint, limit)
-        else:
-            cmd = materializer_command(self.env["ring"], self.prefix,
-                                       checkpoint or self.checkpoint, limit)
         extra = {"HADOOP_USER_NAME": user} if user else {}
-        if not on_cluster:  # where the local master finds the stack's fetched jars
-            extra["CASSCADE_STATE_DIR"] = str(StackSettings.from_env().state_dir)
+        if not on_cluster:  # start_materializer: the stack's jars, its own process group
+            return start_materializer(materializer_command(
+                self.env["ring"], self.prefix, checkpoint or self.checkpoint, limit),
+                self.log, extra)
+        cmd = submit_command(cluster.master_url(self.spark), self.packed,
+                             self.env["ring"].bootstrap_servers, self.prefix,
+                             checkpoint or self.checkpoint, limit)
         return subprocess.Popen(cmd, cwd=repo_root(),
                                 env=dict(os.environ, PYTHON=sys.executable, **extra),
                                 stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
