@@ -174,7 +174,9 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     if cfg.cassandra.schema_file is not None:
         source = FileSchemaSource(cfg.cassandra.schema_file)
     else:
-        cluster, session = connect_cassandra(cfg.cassandra)
+        # its own node only: on a ring of N nodes N agents would otherwise each hold
+        # connections to every node, and log each other node that is down
+        cluster, session = connect_cassandra(cfg.cassandra, pinned=True)
         source = CassandraSchemaSource(session)
         truncations = NodeTruncationRecords(session, cfg.cassandra.contact_points[0])
     check_capture(capture, source.tables.values())

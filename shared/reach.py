@@ -46,9 +46,9 @@ def reach_or_exit(kafka: Mapping[str, Any], *others: Callable[[], object]) -> No
         raise click.ClickException(str(exc)) from None
 
 
-def connect_cassandra(c: CassandraAccess) -> tuple[Any, Any]:
+def connect_cassandra(c: CassandraAccess, pinned: bool = False) -> tuple[Any, Any]:
     """connect_cassandra_at() with a `cassandra` config section (its password from the
-    config, the environment or password_file)."""
+    config, the environment or password_file); `pinned`: to its contact points only."""
     from shared.config import ConfigError
 
     try:
@@ -56,14 +56,18 @@ def connect_cassandra(c: CassandraAccess) -> tuple[Any, Any]:
         context = c.tls()
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
-    return connect_cassandra_at(c.contact_points, c.port, c.username, password, context)
+    return connect_cassandra_at(c.contact_points, c.port, c.username, password, context,
+                                pinned=pinned)
 
 
 def connect_cassandra_at(host: str | list[str], port: int, username: str | None = None,
                          password: str | None = None, ssl_context: Any = None,
-                         wait_s: float = CONNECT_WAIT_S) -> tuple[Any, Any]:
+                         wait_s: float = CONNECT_WAIT_S, pinned: bool = False
+                         ) -> tuple[Any, Any]:
     """A cassandra-driver cluster and its session; tried again every few seconds for
-    `wait_s`, then a ClickException naming each contact point and why it failed."""
+    `wait_s`, then a ClickException naming each contact point and why it failed.
+    `pinned`: requests go to the given hosts only, and the driver opens no connection to
+    the cluster's other nodes (a node's agent talks to its own node alone)."""
     from cassandra import DriverException
     from cassandra.cluster import NoHostAvailable
 
@@ -72,7 +76,8 @@ def connect_cassandra_at(host: str | list[str], port: int, username: str | None 
     hosts = [host] if isinstance(host, str) else host
     deadline = time.monotonic() + wait_s
     while True:
-        cluster = make_cluster(hosts, port, username, password, ssl_context=ssl_context)
+        cluster = make_cluster(hosts, port, username, password, ssl_context=ssl_context,
+                               pinned=pinned)
         try:
             return cluster, connect_quietly(cluster)
         except (NoHostAvailable, DriverException, OSError) as exc:

@@ -12,14 +12,16 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from devstack import stack as devstack
 from devstack.settings import StackSettings
 
-pytest_plugins = ("support.suite_times",)  # the suite's time by test file, at the end
+pytest_plugins = (
+    "support.suite_times",  # the suite's time by test file, at the end
+    "support.background_builds",  # images and packed_env: built from the run's start
+)
 
 
 @pytest.fixture(scope="session")
@@ -183,23 +185,4 @@ def hdfs(stack_settings: StackSettings) -> Iterator[StackSettings]:
     finally:
         for daemon in reversed(started):
             daemons.stop_daemon(stack_settings, daemon)
-
-
-@pytest.fixture(scope="session")
-def packed_env(tmp_path_factory) -> Path:
-    """The packed environment a cluster's executors run (`deploy/spark/submit.sh
-    --build-env`: casscade as a wheel, compiled reader included, its dependencies but
-    PySpark), built once per session from this checkout."""
-    import subprocess
-    import sys
-
-    from devstack.settings import repo_root
-
-    out = tmp_path_factory.mktemp("spark-env") / "casscade-env.tar.gz"
-    build = subprocess.run(["deploy/spark/submit.sh", "--build-env", str(out)], cwd=repo_root(),
-                           env=dict(os.environ, PYTHON=sys.executable,
-                                    CASSCADE_BUILD_DIR=str(out.parent / "build")),
-                           capture_output=True, text=True, timeout=900)
-    assert build.returncode == 0 and out.is_file(), build.stdout + build.stderr[-4000:]
-    return out
 

@@ -12,10 +12,23 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from devstack.settings import StackSettings
+
+from support.publisher_harness import own_node
 
 _SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("SPARK_LAUNCHER_OPTS", _SHORT_JVM)
 os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{_SHORT_JVM} -Xshare:on")
 os.environ.setdefault("CASSCADE_SPARK__CLASS_ARCHIVE_DIR",
                       str(StackSettings.from_env().state_dir / "class-archives"))
+
+
+@pytest.fixture(scope="session")
+def agent_node(stack, tmp_path_factory):
+    """A Cassandra node of its own for the tests that run a publisher on a node's cdc_raw
+    (the agent, image and monitoring modules), started once for all three (a node's start
+    and stop cost about a minute here). An agent publishes every CDC table of its node, the
+    earlier modules' too: each test reads its own keyspace's records."""
+    yield from own_node(stack, tmp_path_factory.mktemp("agent-node"))

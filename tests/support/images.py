@@ -4,7 +4,6 @@ with podman the way this machine allows (test code only)."""
 from __future__ import annotations
 
 import json
-import os
 import resource
 import shutil
 import subprocess
@@ -12,6 +11,7 @@ import sys
 import tomllib
 from collections.abc import Sequence
 
+from support.builds import Build
 from support.paths import ROOT
 
 BUILD_SCRIPT = ROOT / "deploy" / "images" / "build.sh"
@@ -38,15 +38,19 @@ def require_tools() -> None:
     assert not missing, f"missing {', '.join(missing)}: {INSTALL}"
 
 
-def build_images(timeout_s: float = 3600) -> dict[str, str]:
-    """Both images, built by deploy/images/build.sh, or kept when built from the same wheel
-    and recipe; returns {name: image}."""
+def start_build(nice: int = 10) -> Build:
+    """deploy/images/build.sh started in the background (support.builds.Build)."""
     require_tools()
     # the wheelhouse is filled for this interpreter, the project's 3.11 (Debian's is too)
-    built = subprocess.run([str(BUILD_SCRIPT)], cwd=ROOT, capture_output=True, text=True,
-                           timeout=timeout_s, env={**os.environ, "PYTHON": sys.executable})
-    print(built.stderr)  # its timings, or why it kept an image
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-5000:]
+    return Build.start([str(BUILD_SCRIPT)], {"PYTHON": sys.executable}, nice)
+
+
+def build_images(build: Build | None = None, timeout_s: float = 3600) -> dict[str, str]:
+    """Both images, built by deploy/images/build.sh (`build`: one already started by
+    start_build), or kept when built from the same wheel and recipe; returns {name: image}."""
+    code, out = (build or start_build(nice=0)).wait(timeout_s)
+    print(out[-5000:])  # its timings, or why it kept an image
+    assert code == 0, out[-8000:]
     return {name: image(name) for name in NAMES}
 
 

@@ -3,22 +3,43 @@ run (after pytest's --durations, before its short summary, so a CI log's tail ha
 
 A file's time is its tests' setup, call and teardown: a session fixture's start (the stack,
 the ring, a Spark cluster) counts in the file of the first test that asked for it.
+
+Every phase of every test is also written to `durations.tsv` in the run's base temporary
+directory (pytest keeps the last three), so a run whose output is gone, a passing CI's,
+still says where its time went: `sort -t$'\t' -k3 -rn durations.tsv | head`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
 SHOWN = 15  # files listed; the rest are summed in one line
 
 _by_file: dict[str, float] = defaultdict(float)
+_phases: list[tuple[str, str, float]] = []
+_written_to: list[Path] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _durations_file(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Where durations.tsv goes: the run's base temporary directory."""
+    _written_to.append(tmp_path_factory.getbasetemp() / "durations.tsv")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Add one phase of one test to its file's time."""
     _by_file[report.nodeid.split("::", 1)[0]] += report.duration
+    _phases.append((report.nodeid, report.when, report.duration))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Write every phase's time to durations.tsv in the run's base temporary directory."""
+    if _written_to and _phases:
+        _written_to[0].write_text("".join(f"{nodeid}\t{when}\t{seconds:.2f}\n"
+                                          for nodeid, when, seconds in _phases))
 
 
 @pytest.hookimpl(trylast=True)

@@ -25,9 +25,9 @@ from cassandra.concurrent import execute_concurrent_with_args
 from devstack.cassandra import cql_cluster
 from shared.topic_names import raw_topic
 
-from support.images import build_images, inspect, podman_run
+from support.images import inspect, podman_run
 from support.paths import ROOT
-from support.publisher_harness import own_node, read_topic, wait_for, wait_healthy
+from support.publisher_harness import read_topic, wait_for, wait_healthy
 from support.reference import completed_segments
 
 pytestmark = pytest.mark.integration
@@ -41,12 +41,6 @@ ENGINE = ("pyspark", "py4j", "pyarrow", "pandas", "numpy")
 SIDECAR = ("--read-only", "--read-only-tmpfs=false", "--cap-drop", "ALL",
            "--security-opt", "no-new-privileges")
 HTTP_PORT = 18105  # the agent tests' agents take 18100-18104
-
-
-@pytest.fixture(scope="module")
-def images() -> dict[str, str]:
-    """Both images, built for this session's sources (kept if already built from them)."""
-    return build_images()
 
 
 def _sidecar() -> dict[str, Any]:
@@ -130,9 +124,10 @@ def test_the_job_image_has_spark_on_its_layout_and_imports_the_job(images) -> No
 
 
 @pytest.fixture(scope="module")
-def node(stack, tmp_path_factory):
-    """A Cassandra node for this module only, so its cdc_raw holds only our writes."""
-    yield from own_node(stack, tmp_path_factory.mktemp("image-node"))
+def node(agent_node):
+    """The publisher tests' node (agent_node): this module's writes go to a keyspace of its
+    own."""
+    return agent_node
 
 
 @pytest.fixture(scope="module")

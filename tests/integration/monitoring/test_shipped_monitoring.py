@@ -32,7 +32,7 @@ from devstack.settings import StackSettings
 from support.materializer_harness import descendants, kill_group, start_materializer
 from support.paths import ROOT
 from support.prometheus import firing, query, shipped_prometheus
-from support.publisher_harness import AgentProcess, own_node
+from support.publisher_harness import AgentProcess
 from support.services import free_port, wait_until
 
 pytestmark = pytest.mark.integration
@@ -45,9 +45,10 @@ FAST = {"CasscadeMaterializerStalled": ("> 300", "> 20"),
 
 
 @pytest.fixture(scope="module")
-def node(stack: StackSettings, tmp_path_factory) -> Any:
-    """A node of this module's own: its cdc_raw holds only these writes."""
-    yield from own_node(stack, tmp_path_factory.mktemp("monitored-node"))
+def node(agent_node):
+    """The publisher tests' node (agent_node): this module's writes go to a keyspace of its
+    own."""
+    return agent_node
 
 
 def _set(doc: dict, dotted: str, value: Any) -> None:

@@ -25,7 +25,6 @@ from shared.topic_names import raw_key, raw_topic
 
 from support.publisher_harness import (
     AgentProcess,
-    own_node,
     read_topic,
     wait_for,
 )
@@ -37,9 +36,10 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def node(stack, tmp_path_factory):
-    """A Cassandra node for this module only, so its cdc_raw holds only our writes."""
-    yield from own_node(stack, tmp_path_factory.mktemp("agent-node"))
+def node(agent_node):
+    """The publisher tests' node (agent_node): this module's writes go to a keyspace of its
+    own."""
+    return agent_node
 
 
 @pytest.fixture(scope="module")
