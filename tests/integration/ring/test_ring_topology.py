@@ -17,9 +17,10 @@ write at ONE whose one replica lost its disk before its publisher sent it surviv
 Cassandra only as the copy repair made elsewhere. With true those arrive through a commit
 log too. The price is volume: a node that joins, or replaces another, publishes again every
 row it takes (of every CDC table), as partitions with their original write times. Those
-copies are harmless to the events: the materializer drops a copy whose digest it saw in
-its dedupe window and merges any other last-write-wins into a state that already holds it,
-which changes nothing. The `pre` table checks exactly that: its rows are written once
+copies are harmless to the events: the materializer drops a copy it saw in its dedupe
+window (same digest and mutation id, as a one-row partition written once should be when
+streamed) and merges any other last-write-wins into a state that already holds it, which
+changes nothing. The `pre` table checks exactly that: its rows are written once
 before any change and streamed again in every change, and they keep one event each.
 
 Every change prints what it took and the raw records each publisher sent meanwhile (`-s`
