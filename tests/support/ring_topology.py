@@ -15,6 +15,7 @@ from typing import Any
 from devstack import cassandra, topology
 from devstack import stack as devstack
 from devstack.process import StackError
+from devstack.settings import MAX_NODES
 from shared.kafka_topics import read_to_end
 from shared.rowupdate import is_row_update
 from shared.rowupdate_reader import read_row_update
@@ -24,7 +25,6 @@ from support.publisher_harness import AgentProcess
 from support.ring_harness import nodetool_each, run_ring_workload, topic_ends
 
 RING = (1, 2, 3)  # the session's ring: what every other ring test expects
-EXTRA = 4  # the node a topology test adds, and takes away again
 AGENT_PORT_BASE = 18200  # node n's publisher serves on 18200 + n (ring_harness.AGENT_PORTS)
 CHUNK = 36  # statements per run_ring_workload call (two hypothesis examples)
 
@@ -135,21 +135,24 @@ def retire_publisher(env: dict, n: int) -> None:
 
 def restore_ring(env: dict, replaced: int | None = None) -> None:
     """Put the ring back as the session's other tests expect it, whatever a topology test
-    left: node 4 out of the ring and stopped, without a publisher; nodes 1-3 running, UN,
-    with hinted handoff on and a publisher each. `replaced`: the node a replacement was under
-    way for; if it is not running, it is replaced again (its disks may be half filled)."""
+    left: nodes 4 and up out of the ring and stopped, without a publisher; nodes 1-3
+    running, UN, with hinted handoff on and a publisher each. `replaced`: the node a
+    replacement was under way for; if it is not running, it is replaced again (its disks
+    may be half filled)."""
     ring, publishers = env["ring"], env["publishers"]
-    extra = ring.node(EXTRA)
-    if extra.host in cassandra.ring_states(ring.node(1)):
-        try:
-            topology.decommission(extra)
-        except (StackError, subprocess.TimeoutExpired) as exc:
-            print(f"[restore] node {EXTRA} did not decommission ({exc}); removing it")
-            cassandra.kill(extra)
-            topology.remove_dead(extra)
-    cassandra.shutdown(extra, drain=False)
-    if EXTRA in publishers.agents:
-        publishers.agents.pop(EXTRA).stop()
+    states = cassandra.ring_states(ring.node(1))
+    for extra in (ring.node(n) for n in range(len(RING) + 1, MAX_NODES + 1)):
+        if extra.host in states:
+            try:
+                topology.decommission(extra)
+            except (StackError, subprocess.TimeoutExpired) as exc:
+                print(f"[restore] node {extra.node_index} did not decommission ({exc}); "
+                      "removing it")
+                cassandra.kill(extra)
+                topology.remove_dead(extra)
+        cassandra.shutdown(extra, drain=False)
+        if extra.node_index in publishers.agents:
+            publishers.agents.pop(extra.node_index).stop()
     for n in RING:
         node = ring.node(n)
         if cassandra.running_pid(node) is None:

@@ -56,7 +56,6 @@ from support.ring_harness import (
     write_probe,
 )
 from support.ring_topology import (
-    EXTRA,
     RING,
     BackgroundWrites,
     new_publisher,
@@ -77,6 +76,10 @@ MISSED = 100  # rows the repaired node missed
 # replacement): on loopback, with four nodes, gossip settles within two or three seconds
 RING_DELAY_MS = 5_000
 TABLES = ("r", "ctr", "pre")
+# The node each test adds and takes away again. Not the same one twice: the others ignore
+# the gossip of a node that left for twice their ring delay (1 min on the session's nodes),
+# so node 4 could not join again in the next test's first seconds
+OFF, ON = 4, 5
 
 
 @dataclass
@@ -173,34 +176,33 @@ def _writes(env: dict, topo: dict) -> BackgroundWrites:
     return BackgroundWrites(env["sessions"], topo["ks"], seed=1000 * (len(STEPS) + 1))
 
 
-def _bootstrap(env: dict, topo: dict, on_repair: bool) -> Step:
-    """Node 4, with empty disks, joins the ring with auto_bootstrap while writes flow, and
-    a publisher of its own starts beside it once it answers CQL (the agent reads the schema
-    through its node); all that was done for it."""
+def _bootstrap(env: dict, topo: dict, n: int, on_repair: bool) -> Step:
+    """Node `n`, with empty disks, joins the ring with auto_bootstrap while writes flow,
+    and a publisher of its own starts beside it once it answers CQL (the agent reads the
+    schema through its node); all that was done for it."""
     ring = env["ring"]
-    node = replace(ring.node(EXTRA), cdc_on_repair_enabled=on_repair,
-                   ring_delay_ms=RING_DELAY_MS)
-    cassandra.wipe(node)  # an earlier run's node 4 left its disks; a new machine's are empty
+    node = replace(ring.node(n), cdc_on_repair_enabled=on_repair, ring_delay_ms=RING_DELAY_MS)
+    cassandra.wipe(node)  # an earlier run's node left its disks; a new machine's are empty
     marks = raw_marks(env)
     with _writes(env, topo) as writes:
         seconds = topology.join(node, log=print)
-        agent = new_publisher(env, EXTRA, f"agent-{EXTRA}-{'on' if on_repair else 'off'}")
+        agent = new_publisher(env, n, f"agent-{n}")
         agent.start()
         agent.wait_serving(60)
-    step = Step("bootstrap", f"node 4: {str(on_repair).lower()}", seconds,
+    step = Step("bootstrap", f"node {n}: {str(on_repair).lower()}", seconds,
                 statements=writes.statements)
     step.owned = replicated_on(env["truth"], topo["ks"], range(PRE), node.host)
     return _finish(env, topo, step, marks)
 
 
-def _decommission(env: dict, topo: dict) -> Step:
-    """Node 4 leaves with `nodetool decommission` while writes flow: its ranges stream to
-    the nodes of 1-3 that take them back; stopped, its publisher sends what it had and
+def _decommission(env: dict, topo: dict, n: int) -> Step:
+    """Node `n` leaves with `nodetool decommission` while writes flow: its ranges stream
+    to the nodes of 1-3 that take them back; stopped, its publisher sends what it had and
     stops."""
     marks = raw_marks(env)
     with _writes(env, topo) as writes:
-        seconds = topology.decommission(env["ring"].node(EXTRA))
-    retire_publisher(env, EXTRA)
+        seconds = topology.decommission(env["ring"].node(n))
+    retire_publisher(env, n)
     step = Step("decommission", "nodes 1-3: true", seconds, statements=writes.statements)
     return _finish(env, topo, step, marks)
 
@@ -273,11 +275,11 @@ def test_a_node_that_joins_with_cdc_on_repair_off_publishes_none_of_what_it_stre
     the events stay exact, as every row streamed to it was published by the replicas that
     took it when it was written. It then leaves again, to nodes 1-3 (true)."""
     try:
-        boot = _bootstrap(env, topo, on_repair=False)
+        boot = _bootstrap(env, topo, OFF, on_repair=False)
         assert boot.statements > 0 and boot.owned > 0, boot.line()
-        assert boot.records[("node-4", "pre")] == 0, boot.line()
-        assert boot.records[("node-4", "*")] > 0, boot.line()  # the writes it took
-        leave = _decommission(env, topo)
+        assert boot.records[(f"node-{OFF}", "pre")] == 0, boot.line()
+        assert boot.records[(f"node-{OFF}", "*")] > 0, boot.line()  # the writes it took
+        leave = _decommission(env, topo, OFF)
         # what nodes 1-3 took back from it went through their commit logs
         assert _sent(leave, RING, "pre") >= boot.owned, leave.line()
     finally:
@@ -285,16 +287,16 @@ def test_a_node_that_joins_with_cdc_on_repair_off_publishes_none_of_what_it_stre
 
 
 def test_bootstrap_decommission_replace_and_repair_keep_the_events_exact(env, topo) -> None:
-    """With cdc_on_repair_enabled true (the value recommended): node 4 joins, every row it
+    """With cdc_on_repair_enabled true (the value recommended): node 5 joins, every row it
     takes reaches its publisher; it leaves, and what it held reaches the publishers of the
     nodes that take it back; node 3 is lost and replaced, and its new publisher sends every
     row (a node of three at RF=3 holds them all); node 2, repaired, publishes the rows it
     missed. After each, the ring's checks pass and `pre` has one event per row."""
     try:
-        boot = _bootstrap(env, topo, on_repair=True)
+        boot = _bootstrap(env, topo, ON, on_repair=True)
         assert boot.statements > 0 and boot.owned > 0, boot.line()
-        assert boot.records[("node-4", "pre")] >= boot.owned, boot.line()
-        leave = _decommission(env, topo)
+        assert boot.records[(f"node-{ON}", "pre")] >= boot.owned, boot.line()
+        leave = _decommission(env, topo, ON)
         assert _sent(leave, RING, "pre") >= boot.owned, leave.line()
         swap = _replace(env, topo, 3, on_repair=True)
         assert swap.records[("node-3", "pre")] >= PRE, swap.line()
