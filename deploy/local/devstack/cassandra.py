@@ -8,6 +8,7 @@ devstack.cassandra_versions holds what differs between them.
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import subprocess
 import time
@@ -90,8 +91,9 @@ def render_yaml(s: StackSettings) -> str:
 def _fill(template: Template, s: StackSettings) -> str:
     return template.substitute(
         cluster_name=s.cluster_name, storage_port=s.storage_port, cql_port=s.cql_port,
-        address=s.host, seed=s.seed, auto_bootstrap=str(s.node_index == 1).lower(),
+        address=s.host, seed=s.seed, auto_bootstrap=str(s.bootstraps).lower(),
         node_dir=s.cassandra_dir, cdc_total_space=s.cdc_total_space,
+        cdc_on_repair_enabled=str(s.cdc_on_repair_enabled).lower(),
         commitlog_sync_period=s.commitlog_sync_period,
         commitlog_segment_size=s.commitlog_segment_size,
         storage_compatibility_mode=s.storage_compatibility_mode,
@@ -141,10 +143,22 @@ def server_command(s: StackSettings, java: Path) -> list[str]:
         f"-Dlogback.configurationFile={conf / 'logback.xml'}",
         f"-Dcassandra.jmx.local.port={s.node_jmx_port}",
         "-Dcassandra.skip_wait_for_gossip_to_settle=0",
+        *_topology_flags(s),
         # a locked node makes its default superuser at once, not 10 s after start
         *(["-Dcassandra.superuser_setup_delay_ms=0"] if s.secure else []),
         "-cp", f"{conf}:{_lib(s)}/*", "org.apache.cassandra.service.CassandraDaemon",
     ]
+
+
+def _topology_flags(s: StackSettings) -> list[str]:
+    """The JVM properties of a node that replaces another or has a ring delay of its own
+    (the same names in 4.0, 4.1 and 5.0)."""
+    flags = []
+    if s.replace_address is not None:
+        flags.append(f"-Dcassandra.replace_address_first_boot={s.replace_address}")
+    if s.ring_delay_ms is not None:
+        flags.append(f"-Dcassandra.ring_delay_ms={s.ring_delay_ms}")
+    return flags
 
 
 def nodetool_command(s: StackSettings, java: Path, *args: str) -> list[str]:
@@ -163,10 +177,14 @@ def nodetool_command(s: StackSettings, java: Path, *args: str) -> list[str]:
     ]
 
 
+# What a node keeps of its own beside conf/ and logs/: what a new machine's disks lack
+STATE_DIRS = ("data", "commitlog", "cdc_raw", "hints", "saved_caches")
+
+
 def write_config(s: StackSettings) -> None:
     """Create the node's directories and (re)write its cassandra.yaml and logback files."""
     conf = s.cassandra_dir / "conf"
-    for sub in ("conf", "data", "commitlog", "cdc_raw", "hints", "saved_caches", "logs"):
+    for sub in ("conf", *STATE_DIRS, "logs"):
         (s.cassandra_dir / sub).mkdir(parents=True, exist_ok=True)
     (conf / "cassandra.yaml").write_text(render_yaml(s))
     src = repo_root() / "deploy" / "local" / "conf"
@@ -180,6 +198,16 @@ def start(s: StackSettings, java: Path) -> int:
     write_config(s)
     version_file(s).write_text(s.cassandra_version + "\n")
     return spawn(server_command(s, java), pid_file(s), stdout_file(s), cwd=s.cassandra_dir)
+
+
+def wipe(s: StackSettings) -> None:
+    """Empty a stopped node's data, commit log, cdc_raw, hints and caches, as on a new
+    machine (its logs stay); StackError while it runs."""
+    if running_pid(s) is not None:
+        raise StackError(f"node {s.node_index} runs: stop it before its data goes")
+    for sub in STATE_DIRS:
+        shutil.rmtree(s.cassandra_dir / sub, ignore_errors=True)
+    version_file(s).unlink(missing_ok=True)
 
 
 def wait_ready(s: StackSettings, pid: int, timeout_s: float = 180.0) -> str:
@@ -247,6 +275,21 @@ def parse_ring_states(status_output: str) -> dict[str, str]:
         if len(parts) > 2 and len(parts[0]) == 2 and parts[0][0] in "UD":
             states[parts[1]] = parts[0]
     return states
+
+
+_HOST_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def parse_host_ids(status_output: str) -> dict[str, str]:
+    """The address → host ID of every node `nodetool status` output lists (what
+    `nodetool removenode` takes)."""
+    ids = {}
+    for line in status_output.splitlines():
+        parts = line.split()
+        found = _HOST_ID.search(line)
+        if found and len(parts) > 2 and len(parts[0]) == 2 and parts[0][0] in "UD":
+            ids[parts[1]] = found.group(0)
+    return ids
 
 
 def kill(s: StackSettings) -> bool:

@@ -92,7 +92,13 @@ LEGACY_NAMES = {
 WHY_LEFT_OUT = {
     "storage_compatibility_mode": "5.0 only; 4.x always writes commit log version 7",
     "cdc_block_writes": "4.1+; 4.0 always rejects CDC writes while cdc_raw is full",
+    # 4.0.19's and 4.1.10's CassandraStreamReceiver.requiresWritePath is true for every CDC
+    # table, and sendThroughWritePath writes the commit log for them (checked with javap)
+    "cdc_on_repair_enabled": "5.0 only; 4.x streams CDC tables through the commit log always",
 }
+# Left-out keys whose behaviour the older lines have fixed, at this value: any other value
+# cannot be had there, so adapt_yaml refuses it rather than drop it unseen.
+FIXED_BEHAVIOUR = {"cdc_on_repair_enabled": "true"}
 
 _UNITS = {  # in nanoseconds or bytes: DurationSpec's and DataStorageSpec's suffixes
     "ns": ("time", 1), "us": ("time", 10**3), "µs": ("time", 10**3), "ms": ("time", 10**6),
@@ -121,9 +127,10 @@ class CassandraLine:
 
 LINES = {
     "4.0": CassandraLine("4.0", "4.0.19", "cassandra-4.0", 11, JPMS_JAVA11_SERVER, True,
-                         frozenset({"storage_compatibility_mode", "cdc_block_writes"})),
+                         frozenset({"storage_compatibility_mode", "cdc_block_writes",
+                                    "cdc_on_repair_enabled"})),
     "4.1": CassandraLine("4.1", "4.1.10", "cassandra-4.1", 11, JPMS_JAVA11_SERVER, False,
-                         frozenset({"storage_compatibility_mode"})),
+                         frozenset({"storage_compatibility_mode", "cdc_on_repair_enabled"})),
     "5.0": CassandraLine("5.0", "5.0.8", "cassandra", 17, JPMS_JAVA17_SERVER, False),
 }
 
@@ -153,13 +160,17 @@ def to_unit(quantity: str, unit: str) -> int:
 
 def adapt_yaml(text: str, spec: CassandraLine) -> str:
     """cassandra.yaml rendered with 5.0's names, in the dialect of `spec`: keys it does not
-    know become comments, and for 4.0 every quantity takes its old name and unit."""
+    know become comments, and for 4.0 every quantity takes its old name and unit.
+    ValueError for a key left out with a value the line cannot have (FIXED_BEHAVIOUR)."""
     if not spec.left_out and not spec.legacy_yaml:
         return text
     out = [f"# Cassandra {spec.name} ({spec.release}) dialect of the stack's cassandra.yaml"]
     for row in text.splitlines():
         match = _TOP_LEVEL.fullmatch(row)
         key, value = (match.group(1), match.group(2) or "") if match else ("", "")
+        if key in spec.left_out and FIXED_BEHAVIOUR.get(key, value) != value:
+            raise ValueError(f"cassandra.yaml {key}: {value} cannot be had on Cassandra "
+                             f"{spec.name}: {WHY_LEFT_OUT[key]} (as {FIXED_BEHAVIOUR[key]})")
         if key in spec.left_out:
             out.append(f"# {key}: left out ({WHY_LEFT_OUT.get(key, 'not in ' + spec.name)})")
         elif spec.legacy_yaml and key in LEGACY_NAMES:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import click
 
-from devstack import cassandra, cassandra_versions, stack
+from devstack import cassandra, cassandra_versions, stack, topology
 from devstack.cli_common import SECURE, run, settings
 from devstack.connect_cli import connect
 from devstack.hdfs_cli import hdfs
@@ -31,6 +31,16 @@ def _settings(nodes: int | None = None, locked: bool = False,
     return replace(s, nodes=nodes) if nodes else s
 
 
+def _on_repair(s: StackSettings, on_repair: bool | None) -> StackSettings:
+    """`s` with the --cdc-on-repair choice, if one was made."""
+    if on_repair is None:
+        return s
+    try:
+        return replace(s, cdc_on_repair_enabled=on_repair)
+    except ValueError as exc:  # a 4.x line has no such setting
+        raise click.BadParameter(str(exc), param_hint="--no-cdc-on-repair") from exc
+
+
 def _node(n: int, locked: bool = False) -> StackSettings:
     if not 1 <= n <= MAX_NODES:
         raise click.BadParameter(f"nodes are numbered 1 to {MAX_NODES}", param_hint="N")
@@ -43,6 +53,13 @@ CASSANDRA = click.option(
         f"{v.name} ({v.release}, Java {v.java})" for v in cassandra_versions.LINES.values())
     + f". Default: {cassandra_versions.ENV_VAR}, else the line the nodes' state was written "
       f"by, else {cassandra_versions.DEFAULT}.")
+
+
+ON_REPAIR = click.option(
+    "--cdc-on-repair/--no-cdc-on-repair", "on_repair", default=None,
+    help="cassandra.yaml's cdc_on_repair_enabled for the nodes this starts (5.0 only; default "
+         "true: what a node receives by streaming goes through its commit log, so CDC sees "
+         "it; docs/operations.md \"Topology\").")
 
 
 @click.group(name="dev")
@@ -79,12 +96,13 @@ def fetch(version: str | None) -> None:
                    "127.0.0.n, started one after another.")
 @CASSANDRA
 @SECURE
-def up(nodes: int | None, version: str | None, locked: bool) -> None:
+@ON_REPAIR
+def up(nodes: int | None, version: str | None, locked: bool, on_repair: bool | None) -> None:
     """Start Kafka and the Cassandra node(s) (what already runs is reused) and wait until
     each answers and, for a ring, `nodetool status` shows every node UN. A node whose state
     another Cassandra line wrote is refused. With --secure, the users' passwords are files
     in <state>/secure/secrets (mode 600)."""
-    s = _settings(nodes, locked, version)
+    s = _on_repair(_settings(nodes, locked, version), on_repair)
     if locked and s.nodes > 1:
         raise click.UsageError("--secure runs one node (its roles live in system_auth, "
                                "replicated once)")
@@ -142,12 +160,28 @@ def nodetool(n: int, locked: bool, args: tuple[str, ...]) -> None:
 
 @dev.command()
 @click.argument("n", type=int)
-@click.argument("action", type=click.Choice(["stop", "kill", "start"]))
-def node(n: int, action: str) -> None:
-    """Stop (drain, then SIGTERM), kill (SIGKILL: a crash) or start node N of the ring."""
-    s = _node(n)
-    if action == "start":
-        run(stack.start_node, s)
+@click.argument("action", type=click.Choice(["stop", "kill", "start", "join", "decommission",
+                                             "replace", "wipe"]))
+@ON_REPAIR
+def node(n: int, action: str, on_repair: bool | None) -> None:
+    """Stop (drain, then SIGTERM), kill (SIGKILL: a crash) or start node N of the ring;
+    join: add it (empty) to the running ring, streaming its ranges (auto_bootstrap);
+    decommission: stream its ranges away, leave the ring, stop; replace: start it, dead,
+    with empty disks in its own place (replace_address_first_boot); wipe: empty a stopped
+    node's data, commit log and cdc_raw."""
+    s = _on_repair(_node(n), on_repair)
+    starts = {"start": stack.start_node, "join": topology.join,
+              "replace": topology.replace_dead}
+    if action in starts:
+        run(starts[action], s)
+        return
+    if action == "decommission":
+        seconds = run(topology.decommission, s)
+        click.echo(f"node {n}: left the ring in {seconds:.0f}s, stopped")
+        return
+    if action == "wipe":
+        run(cassandra.wipe, s)
+        click.echo(f"node {n}: data, commit log, cdc_raw, hints and caches removed")
         return
     done = run(cassandra.kill, s) if action == "kill" else run(cassandra.shutdown, s)
     click.echo(f"node {n}: {action + 'ed' if action == 'kill' else 'stopped'}" if done

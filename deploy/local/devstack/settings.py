@@ -64,9 +64,38 @@ class StackSettings:
     extra: dict[str, str] = field(default_factory=dict)
     # The locked stack (devstack.secure): Kafka on SASL_SSL with SCRAM users and ACLs.
     secure: bool = False
+    # cassandra.yaml's cdc_on_repair_enabled (5.0; true is Cassandra's default and what
+    # docs/operations.md recommends): data a node receives by streaming (bootstrap,
+    # decommission, replace, rebuild, repair) goes through its commit log, so its publisher
+    # sees it. 4.x always does so and has no such key (cassandra_versions.FIXED_BEHAVIOUR).
+    cdc_on_repair_enabled: bool = True
+    # What one node does at its first start (set on StackSettings.node(n)'s copy; see
+    # devstack.topology). auto_bootstrap None: the stack's rule, node 1 only (nodes 2..n of
+    # a fresh ring have nothing to stream); True: join a ring that holds data by streaming.
+    auto_bootstrap: bool | None = None
+    # Take the tokens of the dead node at this address, streaming its data
+    # (-Dcassandra.replace_address_first_boot; bootstraps, so auto_bootstrap cannot be False).
+    replace_address: str | None = None
+    # -Dcassandra.ring_delay_ms (Cassandra: 30 s): how long a joining, leaving or replacing
+    # node waits for gossip to spread its state. None keeps Cassandra's.
+    ring_delay_ms: int | None = None
 
     def __post_init__(self) -> None:
-        cassandra_versions.line(self.cassandra_version)  # ValueError for an unknown line
+        spec = cassandra_versions.line(self.cassandra_version)  # ValueError: unknown line
+        if not self.cdc_on_repair_enabled and "cdc_on_repair_enabled" in spec.left_out:
+            raise ValueError(f"Cassandra {spec.name} has no cdc_on_repair_enabled: it streams "
+                             "CDC tables through the commit log always (as true does)")
+        if self.replace_address is not None and self.auto_bootstrap is False:
+            # Cassandra refuses it too, at start-up, unless told it is unsafe
+            raise ValueError(f"node {self.node_index}: a replacement streams the data of "
+                             f"{self.replace_address}; auto_bootstrap cannot be false")
+
+    @property
+    def bootstraps(self) -> bool:
+        """The node's auto_bootstrap: as set, else true for node 1 and for a replacement."""
+        if self.auto_bootstrap is not None:
+            return self.auto_bootstrap
+        return self.node_index == 1 or self.replace_address is not None
 
     @classmethod
     def from_env(cls, state_dir: Path | None = None) -> StackSettings:

@@ -118,9 +118,10 @@ def up(s: StackSettings, log: Log = print, with_kafka: bool = True,
 
 
 def start_node(node: StackSettings, java: Path | None = None, log: Log = print,
-               started: list[int] | None = None) -> str:
+               started: list[int] | None = None, timeout_s: float = 180.0) -> str:
     """Start one node unless it runs, wait until it answers CQL; returns its version.
-    `java`: the node line's (cassandra.server_java), found when None."""
+    `java`: the node line's (cassandra.server_java), found when None; `timeout_s`: for
+    CQL (a node that streams as it joins answers only once it has joined)."""
     java = java or cassandra.server_java(node)
     n = node.node_index
     pid = cassandra.running_pid(node)
@@ -133,7 +134,7 @@ def start_node(node: StackSettings, java: Path | None = None, log: Log = print,
         pid = cassandra.start(node, java)
         log(f"cassandra node {n}: starting (pid {pid}) on {node.host}:{node.cql_port}")
     try:
-        version = cassandra.wait_ready(node, pid)
+        version = cassandra.wait_ready(node, pid, timeout_s)
         if node.secure and node.node_index == 1 and secure.lock_cassandra(node):
             log(f"cassandra node {n}: locked (superuser password and component roles in "
                 f"{secure.secrets_dir(node)})")
