@@ -141,8 +141,7 @@ def read_to_end(bootstrap: str | Mapping[str, str], topic: str, timeout_s: float
         ends = {}
         for p in meta.partitions:
             # read_committed: the high end is the last stable offset
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p),
-                                                       timeout=timeout_s)
+            low, high = watermarks(consumer, TopicPartition(topic, p), timeout_s)
             first = max(low, (start or {}).get(p, low))
             if high > first:
                 ends[p] = (first, high)
@@ -150,6 +149,27 @@ def read_to_end(bootstrap: str | Mapping[str, str], topic: str, timeout_s: float
             yield from read_range(consumer, topic, p, first, high, timeout_s)
     finally:
         consumer.close()
+
+
+# a partition whose leader is being elected or moved (a topic just made, a broker back):
+# asked again until it has one
+_NO_LEADER_YET = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                  KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+
+def watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float = 30.0
+               ) -> tuple[int, int]:
+    """A partition's low and high watermarks, asked again while it has no leader yet (for
+    up to `timeout_s`); KafkaException otherwise."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.get_watermark_offsets(
+                tp, timeout=max(1.0, deadline - time.monotonic()))
+        except KafkaException as exc:
+            if exc.args[0].code() not in _NO_LEADER_YET or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def read_range(consumer: Consumer, topic: str, partition: int, first: int, end: int,
