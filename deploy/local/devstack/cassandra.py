@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
@@ -267,14 +268,17 @@ def ring_states(s: StackSettings) -> dict[str, str]:
     return parse_ring_states(nodetool(s, "status", timeout_s=60))
 
 
-def parse_ring_states(status_output: str) -> dict[str, str]:
-    """The address → state lines of `nodetool status` output."""
-    states = {}
+def _node_lines(status_output: str) -> Iterator[tuple[list[str], str]]:
+    """The node lines of `nodetool status` output (state, address, ...): split, and whole."""
     for line in status_output.splitlines():
         parts = line.split()
         if len(parts) > 2 and len(parts[0]) == 2 and parts[0][0] in "UD":
-            states[parts[1]] = parts[0]
-    return states
+            yield parts, line
+
+
+def parse_ring_states(status_output: str) -> dict[str, str]:
+    """The address → state lines of `nodetool status` output."""
+    return {parts[1]: parts[0] for parts, _line in _node_lines(status_output)}
 
 
 _HOST_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -283,13 +287,8 @@ _HOST_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]
 def parse_host_ids(status_output: str) -> dict[str, str]:
     """The address → host ID of every node `nodetool status` output lists (what
     `nodetool removenode` takes)."""
-    ids = {}
-    for line in status_output.splitlines():
-        parts = line.split()
-        found = _HOST_ID.search(line)
-        if found and len(parts) > 2 and len(parts[0]) == 2 and parts[0][0] in "UD":
-            ids[parts[1]] = found.group(0)
-    return ids
+    return {parts[1]: found.group(0) for parts, line in _node_lines(status_output)
+            if (found := _HOST_ID.search(line))}
 
 
 def kill(s: StackSettings) -> bool:

@@ -93,6 +93,13 @@ def unreachable(stack: StackSettings, tmp_path_factory: pytest.TempPathFactory
         yield {name: (port, pool.submit(_run, *args)) for name, (port, args) in cases.items()}
 
 
+def _kafka_refused(port: int) -> str:
+    """How a command's error line starts when nothing listens at Kafka's `port` (librdkafka
+    may add "(after 0ms in state CONNECT, 1 identical error(s) suppressed)")."""
+    return (f"Error: Kafka at 127.0.0.1:{port} did not answer within 15 s: Connect to "
+            f"ipv4#127.0.0.1:{port} failed: Connection refused")
+
+
 def _error(unreachable: dict[str, tuple[int, Future]], case: str) -> tuple[int, str]:
     """The port of `case` and its command's one error line."""
     port, result = unreachable[case]
@@ -101,8 +108,7 @@ def _error(unreachable: dict[str, tuple[int, Future]], case: str) -> tuple[int, 
 
 def test_the_materializer_names_an_unreachable_kafka(unreachable) -> None:
     port, line = _error(unreachable, "materializer-kafka")
-    assert line.startswith(f"Error: Kafka at 127.0.0.1:{port} did not answer within 15 s: "
-                           f"Connect to ipv4#127.0.0.1:{port} failed: Connection refused"), line
+    assert line.startswith(_kafka_refused(port)), line
 
 
 def test_the_publisher_names_an_unreachable_cassandra(unreachable) -> None:
@@ -130,9 +136,7 @@ def test_reshard_names_an_unreachable_kafka(unreachable) -> None:
 
 def test_verify_names_an_unreachable_kafka(unreachable) -> None:
     port, line = _error(unreachable, "verify-kafka")
-    # librdkafka may add "(after 0ms in state CONNECT, 1 identical error(s) suppressed)"
-    assert line.startswith(f"Error: Kafka at 127.0.0.1:{port} did not answer within 15 s: "
-                           f"Connect to ipv4#127.0.0.1:{port} failed: Connection refused"), line
+    assert line.startswith(_kafka_refused(port)), line
 
 
 def test_verify_names_an_unreachable_cassandra(unreachable) -> None:
