@@ -1,12 +1,15 @@
 """A pytest plugin: where the suite's time went, by test file, printed at the end of the
-run (after pytest's --durations, before its short summary, so a CI log's tail has it).
+run (after pytest's --durations, before its short summary, so a CI log's tail has it), and
+each file's seconds at the end of its line of dots as it finishes (so a run cut short, a CI
+run over its time, still says where its time went).
 
 A file's time is its tests' setup, call and teardown: a session fixture's start (the stack,
 the ring, a Spark cluster) counts in the file of the first test that asked for it.
 
 Every phase of every test is also written to `durations.tsv` in the run's base temporary
-directory (pytest keeps the last three), so a run whose output is gone, a passing CI's,
-still says where its time went: `sort -t$'\t' -k3 -rn durations.tsv | head`.
+directory as it ends (pytest keeps the last three), so a run whose output is gone, a
+passing CI's or one stopped, still says where its time went:
+`sort -t$'\t' -k3 -rn durations.tsv | head`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import pytest
 SHOWN = 15  # files listed; the rest are summed in one line
 
 _by_file: dict[str, float] = defaultdict(float)
-_phases: list[tuple[str, str, float]] = []
 _written_to: list[Path] = []
 
 
@@ -30,16 +32,22 @@ def _durations_file(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Add one phase of one test to its file's time."""
+    """Add one phase of one test to its file's time, and to durations.tsv."""
     _by_file[report.nodeid.split("::", 1)[0]] += report.duration
-    _phases.append((report.nodeid, report.when, report.duration))
+    if _written_to:
+        with _written_to[0].open("a") as out:
+            out.write(f"{report.nodeid}\t{report.when}\t{report.duration:.2f}\n")
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Write every phase's time to durations.tsv in the run's base temporary directory."""
-    if _written_to and _phases:
-        _written_to[0].write_text("".join(f"{nodeid}\t{when}\t{seconds:.2f}\n"
-                                          for nodeid, when, seconds in _phases))
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """After a file's last test: its seconds, on its line of dots."""
+    yield
+    if nextitem is not None and nextitem.path == item.path:
+        return
+    reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and item.config.option.verbose <= 0:
+        reporter.write(f" {_by_file[item.nodeid.split('::', 1)[0]]:.0f}s")
 
 
 @pytest.hookimpl(trylast=True)
