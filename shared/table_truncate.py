@@ -8,6 +8,11 @@ datacenter, and the node's truncation record: the truncation time (the node's cl
 and the commit log position its flush ended at. The key is the table id's 16 bytes. Every
 replica's publisher sends one per truncation; the materializer applies the newest time and
 takes the others as done (docs/architecture.md "TRUNCATE").
+
+`casscade snapshot --reset` writes the same record with `reset` true and its own clock's
+time: the materializer then empties its state of the table whatever the cells' write times,
+and raises no floor, so the snapshot's rows that follow (their original write times) and any
+later write merge into empty state (docs/operations.md "Resetting one table").
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ TABLE_TRUNCATE_BYTE = 3
 # truncation's flush ended at, then the truncation time in ms (SystemKeyspace's
 # truncationAsMapEntry, Cassandra 4.0 to 5.0)
 _TRUNCATION_RECORD = struct.Struct(">qiq")
+REMOVES_ALL_US = (1 << 63) - 1  # above every write time a cell can carry
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,10 @@ class TableTruncate:
     datacenter: str = ""
     segment_id: int = 0  # the commit log position the node's truncation flush ended at
     position: int = 0
+    reset: bool = False  # an operator's reset (`snapshot --reset`), not a TRUNCATE
+    # a reset's: the table's version its snapshot publishes, so its truncate event can be
+    # rendered even where the job holds no key of the table (a new checkpoint)
+    schema_hash: str = ""
 
     @property
     def name(self) -> str:
@@ -46,6 +56,12 @@ class TableTruncate:
     def floor_us(self) -> int:
         """The write time (µs) at and below which the truncation removed a cell."""
         return self.truncated_at_ms * 1000
+
+    @property
+    def removes_up_to_us(self) -> int:
+        """The write time (µs) at and below which the state's cells are removed: the floor,
+        or every cell for a reset."""
+        return REMOVES_ALL_US if self.reset else self.floor_us
 
 
 def parse_truncation_record(blob: bytes) -> tuple[int, int, int]:
@@ -69,6 +85,8 @@ def encode_table_truncate(truncate: TableTruncate) -> bytes:
             "table": truncate.table, "host": truncate.host, "datacenter": truncate.datacenter,
             "truncated_at_ms": truncate.truncated_at_ms, "segment_id": truncate.segment_id,
             "position": truncate.position}
+    if truncate.reset:  # (left out otherwise: a TRUNCATE's record is what it always was)
+        body |= {"reset": True, "schema_hash": truncate.schema_hash}
     return bytes([TABLE_TRUNCATE_BYTE]) + json.dumps(body, sort_keys=True).encode()
 
 
@@ -81,4 +99,5 @@ def decode_table_truncate(value: bytes) -> TableTruncate:
     return TableTruncate(uuid.UUID(body["table_id"]), str(body["keyspace"]),
                          str(body["table"]), str(body["host"]), int(body["truncated_at_ms"]),
                          str(body["datacenter"]), int(body["segment_id"]),
-                         int(body["position"]))
+                         int(body["position"]), bool(body.get("reset", False)),
+                         str(body.get("schema_hash", "")))

@@ -14,7 +14,9 @@ Each replica's publisher reports its own node's truncation time, milliseconds to
 apart for one TRUNCATE, and a publisher that was down reports later still. One TRUNCATE
 gets one truncate event: a table's next is due only when every partition has applied a
 truncation more than TRUNCATE_WINDOW_US after the last one written. (The rows the later
-times remove still get their `d` events, key by key.)
+times remove still get their `d` events, key by key.) A reset (`snapshot --reset`) has one
+record per partition, not one per replica: its truncate events are due whenever every
+partition has applied it, however soon after the last.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class Applied:
     topic: str
     partition: int
     schema_hash: str | None = None  # a version of the table the store holds keys of
+    reset: bool = False  # an operator's reset of the table, not a TRUNCATE
 
     def record(self) -> tuple[bytes, bytes]:
         """Its (key, value) in the truncations topic (one key per job, table and partition:
@@ -49,7 +52,8 @@ class Applied:
         key = f"{_APPLIED}/{self.job}/{self.table_id}/{self.topic}/{self.partition}"
         body = {"job": self.job, "table_id": str(self.table_id), "keyspace": self.keyspace,
                 "table": self.table, "floor_us": self.floor_us, "topic": self.topic,
-                "partition": self.partition, "schema_hash": self.schema_hash}
+                "partition": self.partition, "schema_hash": self.schema_hash,
+                "reset": self.reset}
         return key.encode(), json.dumps(body, sort_keys=True).encode()
 
 
@@ -106,7 +110,8 @@ class TruncationProgress:
         elif kind == _APPLIED and body["job"] == self.job:
             a = Applied(body["job"], uuid.UUID(body["table_id"]), str(body["keyspace"]),
                         str(body["table"]), int(body["floor_us"]), str(body["topic"]),
-                        int(body["partition"]), body.get("schema_hash"))
+                        int(body["partition"]), body.get("schema_hash"),
+                        bool(body.get("reset", False)))
             by_partition = self.applied.setdefault(a.table_id, {})
             old = by_partition.get((a.topic, a.partition))
             if old is None or a.floor_us >= old.floor_us:
@@ -117,7 +122,7 @@ class TruncationProgress:
     def due(self, partitions: Iterable[tuple[str, int]], now_ms: int) -> list[Due]:
         """The tables whose truncate events are due, given the raw partitions there are:
         every one of them has applied a truncation of the table newer than its last truncate
-        events by more than the window."""
+        events by more than the window (a reset: newer)."""
         wanted = set(partitions)
         out = []
         for table_id, by_partition in self.applied.items():
@@ -126,7 +131,8 @@ class TruncationProgress:
             reports = [by_partition[p] for p in wanted]
             floor = min(a.floor_us for a in reports)
             last = self.written.get(table_id)
-            if last is not None and floor <= last + TRUNCATE_WINDOW_US:
+            window = 0 if all(a.reset for a in reports) else TRUNCATE_WINDOW_US
+            if last is not None and floor <= last + window:
                 continue
             first = reports[0]
             hashes = [a.schema_hash for a in reports if a.schema_hash]

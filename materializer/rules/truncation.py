@@ -23,24 +23,26 @@ def covered(rec: dict[str, Any], floor_us: int) -> bool:
     return record_timestamp(rec) <= floor_us
 
 
-def floor_deletion(floor_us: int) -> dict[str, Any]:
+def floor_deletion(floor_us: int, at_s: int | None = None) -> dict[str, Any]:
     """The partition deletion a floor amounts to, as much of a RowUpdate as the merge reads
-    of one."""
+    of one (`at_s`: when it was made, if not the floor's own time)."""
     return {"kind": "PARTITION_DELETION",
             "deletion": {"marked_for_delete_at": floor_us,
-                         "local_deletion_time": floor_us // 1_000_000}}
+                         "local_deletion_time": floor_us // 1_000_000 if at_s is None
+                         else at_s}}
 
 
 def truncation_record(truncate: TableTruncate, schema_hash: str, partition_key: bytes
                       ) -> dict[str, Any]:
     """The RowUpdate that removes, in one partition of the table, what `truncate` removed:
-    a partition deletion at the truncation time, sourced at the node's truncation (its
-    commit log position; file "truncate")."""
+    a partition deletion at the truncation time (over every cell for a reset), sourced at
+    the node's truncation (its commit log position; file "truncate")."""
     return {
         "table_id": truncate.table_id.bytes, "keyspace": truncate.keyspace,
         "table": truncate.table, "schema_hash": schema_hash, "partition_key": partition_key,
         "clustering": [], "shadowable": False, "range": None, "liveness": None, "cells": [],
-        "complex_deletions": [], **floor_deletion(truncate.floor_us),
+        "complex_deletions": [], **floor_deletion(truncate.removes_up_to_us,
+                                                     truncate.truncated_at_ms // 1000),
         "source": {"host": truncate.host, "datacenter": truncate.datacenter, "file": "truncate",
                    "segment_id": truncate.segment_id, "position": truncate.position,
                    "index": 0, "commitlog_version": 0, "messaging_version": 0}}

@@ -48,12 +48,7 @@ class DroppedTables:
         earlier batch dropped it)."""
         if self.dropped_before(table_id):
             return 0
-        freed = 0
-        for prefix in table_prefixes(table_id):
-            for key in self.store.entry_keys(prefix):
-                if self.store.get(key) is not None:
-                    freed += 1
-                    self.store.put(key, None)
+        freed = remove_table(self.store, table_id)
         self.dropped[table_id] = self.store.batch
         self.store.set_record(_NAME + table_id, _STATE.pack(self.store.batch, False))
         return freed
@@ -70,3 +65,15 @@ class DroppedTables:
         log.info("a dropped table's entries removed for good",
                  extra={"store": str(self.store.path), "table_id": table_id.hex(),
                         "entries": count})
+
+
+def remove_table(store: PartitionStore, table_id: bytes) -> int:
+    """Remove every entry and page of a table in the store's current batch (rolled back if
+    the batch runs again); how many held state. A drop's first step, and a reset's."""
+    freed = 0
+    for prefix in table_prefixes(table_id):
+        for key in store.entry_keys(prefix):
+            if store.get(key) is not None:
+                freed += 1
+                store.put(key, None)
+    return freed

@@ -19,6 +19,7 @@ from typing import Any
 
 from materializer.key_materializer import KeyMaterializer, RawRecord, Result
 from materializer.rules.truncate_barrier import Applied
+from materializer.store.dropped_tables import remove_table
 from materializer.store.layout import ENTRY, entry_key, pack_entry, page_key, unpack_entry
 from materializer.store.partition_store import PartitionStore
 from materializer.task.task_stats import TaskStats
@@ -214,15 +215,16 @@ class _TaskMerge:
     def truncate(self) -> None:
         """Apply the batch's table-truncated records: each that raises its table's floor in
         its partition's store removes what the truncation removed from every key of the
-        table there (their rows' `d` events)."""
+        table there (their rows' `d` events); a reset removes every row and then the table's
+        state, raising no floor."""
         for where, truncates in self.truncates.items():
             store, floors = self.stores.get(*where), self.stores.truncated[where]
             for offset, truncate in truncates:
                 table_id = truncate.table_id.bytes
-                if (self.stores.dropped[where].dropped_before(table_id)
-                        or not floors.raise_to(table_id, truncate.floor_us)):
+                if self.stores.dropped[where].dropped_before(table_id) or not (
+                        truncate.reset or floors.raise_to(table_id, truncate.floor_us)):
                     continue  # applied already (another replica's record of it, say)
-                changed, version = 0, None
+                changed, version = 0, truncate.schema_hash or None
                 for store_key in store.entry_keys(entry_key(table_id)):
                     key = store_key[len(ENTRY):]
                     blob, schema_hash, timer = unpack_entry(store.get(store_key))
@@ -233,10 +235,13 @@ class _TaskMerge:
                     _apply(store, key, timer, result)
                     changed += bool(result.outputs)
                     self.emit(where, result.outputs)
+                if truncate.reset:  # no floor: what comes next merges into empty state
+                    remove_table(store, table_id)
                 self.stats.truncate(truncate.name, changed)
                 # to the barrier, in the transaction that applied it: this partition is done
                 applied = Applied(self.stores.job_id, truncate.table_id, truncate.keyspace,
-                                  truncate.table, truncate.floor_us, *where, version)
+                                  truncate.table, truncate.floor_us, *where, version,
+                                  truncate.reset)
                 self.emit(where, [(truncations_topic(self.handler.topic_prefix),
                                    *applied.record())])
 

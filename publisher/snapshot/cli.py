@@ -25,10 +25,17 @@ import click
                    "topic with every live table's writes, which wait behind them: keep it "
                    "below what the materializer merges beside the live writes "
                    "(docs/operations.md, section 4).")
+@click.option("--reset", is_flag=True,
+              help="First empty the materializer's state of the table (its consumers get a "
+                   "`d` event for every row it held, then a truncate event, `op: t`), then "
+                   "publish every row: for a table whose events went wrong (a gap in the "
+                   "stream). A resumed run does not reset again; remove the progress file to "
+                   "reset anew (docs/operations.md, section 6).")
 @click.option("--state", "state_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Progress file for resuming (default: <state.path>/snapshot-KS.TABLE.json).")
 def snapshot(table_name: str, config_file: Path | None, overrides: tuple[str, ...],
-             consistency: str, splits: int, rate: float, state_file: Path | None) -> None:
+             consistency: str, splits: int, rate: float, reset: bool,
+             state_file: Path | None) -> None:
     """Read every row of a table with WRITETIME and TTL of each column and publish it as a
     SNAPSHOT_ROW to the raw topic <prefix>.raw; the materializer merges it with live CDC
     last-write-wins (op `r` for rows it had not seen).
@@ -68,7 +75,7 @@ def snapshot(table_name: str, config_file: Path | None, overrides: tuple[str, ..
                          cfg.kafka.producer, Registry())
         job = Snapshot(session, tables[0], sink, cfg.kafka.topic_prefix, state, consistency,
                        splits, rate, host=cfg.node.host, datacenter=cfg.node.datacenter,
-                       capture=capture)
+                       capture=capture, reset=reset)
 
         def report(p) -> None:
             sys.stderr.write("\r" + p.line())
@@ -79,6 +86,8 @@ def snapshot(table_name: str, config_file: Path | None, overrides: tuple[str, ..
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
         sys.stderr.write("\n")
+        if job.reset_now:
+            click.echo(f"reset of {table_name} published at {job.reset_at_ms} ms")
         click.echo(f"snapshot of {table_name}: {progress.rows:,} rows published, "
                    f"{progress.ranges_done}/{progress.ranges_total} ranges done ({state})")
     finally:

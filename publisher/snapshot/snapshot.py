@@ -6,6 +6,12 @@ after its records are acknowledged, so a restarted snapshot skips it (at-least-o
 unfinished range is read again, and the materializer's merge makes the repeat harmless).
 Run it while the publisher already streams the table: snapshot and CDC then merge
 last-write-wins, with no gap between them.
+
+With `reset`, a table-truncated record marked as a reset goes to every raw partition first
+(`shared.table_truncate`): the materializer empties its state of the table, so rows and
+cells the stream kept wrongly (a gap: segments removed by hand, raw records expired) go,
+and the rows that follow rebuild it. The progress file records the reset, so a resumed
+snapshot does not reset again (it would remove the rows already published).
 """
 
 from __future__ import annotations
@@ -16,12 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from publisher.kafka_sink import KafkaSink
+from publisher.kafka_sink import KafkaSink, to_every_raw_partition
 from publisher.snapshot.rows import row_records
 from shared import rowupdate, topic_names
 from shared.capture import Capture, captured_record, captured_table
 from shared.schema import TableSchema
 from shared.table_scan import Pacer, ScanProgress, TableScan, token_ranges
+from shared.table_truncate import TableTruncate, encode_table_truncate
 
 SNAPSHOT_FETCH_SIZE = 2000  # rows per page of the scan
 
@@ -32,8 +39,11 @@ class Snapshot:
     def __init__(self, session: Any, table: TableSchema, sink: KafkaSink, prefix: str,
                  state_file: Path, consistency: str = "ALL", splits: int = 64,
                  rate: float = 0.0, host: str = "snapshot", datacenter: str = "",
-                 capture: Capture | None = None) -> None:
+                 capture: Capture | None = None, reset: bool = False) -> None:
         self.table = table
+        self.reset = reset
+        self.reset_at_ms: int | None = None  # when this snapshot's reset was published
+        self.reset_now = False  # whether this run published it (not an earlier one)
         # what of it is published (shared.capture): the agent's rules, the same schema
         self.capture = capture
         self.actions = capture.actions(table) if capture is not None else {}
@@ -56,20 +66,45 @@ class Snapshot:
         if doc.get("table_id") != str(self.table.id) or doc.get("splits") != len(self.ranges):
             raise ValueError(f"{self.state_file} belongs to another snapshot (table or splits "
                              f"differ); remove it to start over")
+        self.reset_at_ms = doc.get("reset_at_ms")
         return set(doc["done"])
 
     def _save(self, done: set[int]) -> None:
         tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"table": self.table.name, "table_id": str(self.table.id),
-                                   "splits": len(self.ranges), "done": sorted(done)}))
+        doc = {"table": self.table.name, "table_id": str(self.table.id),
+               "splits": len(self.ranges), "done": sorted(done)}
+        if self.reset_at_ms is not None:
+            doc["reset_at_ms"] = self.reset_at_ms
+        tmp.write_text(json.dumps(doc))
         tmp.replace(self.state_file)
+
+    def _publish_reset(self) -> int:
+        """Hand a reset of the table to every raw partition and wait for Kafka's
+        acknowledgement; the reset's time (ms)."""
+        failed: list[Any] = []
+        at_ms = int(time.time() * 1000)
+        record = TableTruncate(self.table.id, self.table.keyspace, self.table.table,
+                               self.host, at_ms, self.datacenter, reset=True,
+                               schema_hash=self.published.schema_hash)
+        to_every_raw_partition(self.sink, self.table.id.bytes, encode_table_truncate(record),
+                               lambda err, _msg: failed.append(err) if err else None,
+                               self.sink.raw_partitions())
+        if self.sink.flush(300) or failed:
+            raise RuntimeError(f"the reset of {self.table.name} was not acknowledged by "
+                               f"Kafka: {failed[:1]}")
+        return at_ms
 
     def run(self, report: Callable[[ScanProgress], None] = lambda _p: None) -> ScanProgress:
         """Scan every range not done yet; returns the final progress."""
         done = self._done()
-        progress = ScanProgress(len(self.ranges), len(done), 0, time.monotonic(), len(done))
         self.sink.ensure_raw_topic()
         self.sink.ensure_schema(self.published)
+        if self.reset and self.reset_at_ms is None:  # (a resumed reset has its reset done)
+            done = set()  # every row again: the reset removes what was published before
+            self.reset_at_ms = self._publish_reset()
+            self.reset_now = True
+            self._save(done)
+        progress = ScanProgress(len(self.ranges), len(done), 0, time.monotonic(), len(done))
         failed: list[Any] = []
 
         def delivered(err: Any, _msg: Any) -> None:

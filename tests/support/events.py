@@ -37,13 +37,14 @@ def i32(v: int) -> bytes:
     return struct.pack(">i", v)
 
 
-def row_of(table: TableSchema, pk: int, qty: int, ts_s: int, line: int = 1) -> bytes:
+def row_of(table: TableSchema, pk: int, qty: int, ts_s: int, line: int = 1,
+           kind: str = "ROW") -> bytes:
     """The raw value of an INSERT of row (pk, line) of `table` (TABLE's columns) with `qty`,
-    written at `ts_s`, without a TTL."""
+    written at `ts_s`, without a TTL (`kind` SNAPSHOT_ROW: that row read by a snapshot)."""
     return rowupdate.encode({
         "table_id": table.id.bytes, "keyspace": table.keyspace, "table": table.table,
         "schema_hash": table.schema_hash, "partition_key": i32(pk), "clustering": [i32(line)],
-        "kind": "ROW", "shadowable": False, "range": None, "deletion": None,
+        "kind": kind, "shadowable": False, "range": None, "deletion": None,
         "liveness": {"timestamp": ts_s * 1_000_000, "ttl": 0, "local_expiration_time": 0},
         "cells": [{"column": "qty", "path": None, "value": i32(qty),
                    "timestamp": ts_s * 1_000_000, "ttl": 0, "local_deletion_time": 0,

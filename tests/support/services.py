@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +35,14 @@ def http_get(port: int, path: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
     except OSError:
         return 0, ""
+
+
+def metric(port: int, name: str) -> float | None:
+    """One sample of a /metrics page on loopback `port` (`name` with its labels, as
+    printed), None if it is not there or the page does not answer."""
+    status, body = http_get(port, "/metrics")
+    found = re.search(rf"^{re.escape(name)} (\S+)$", body, re.M) if status == 200 else None
+    return float(found.group(1)) if found else None
 
 
 def wait_until(probe: Callable[[], T | None], timeout_s: float, what: str,

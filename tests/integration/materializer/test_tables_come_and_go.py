@@ -7,7 +7,6 @@ stream on."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import uuid
@@ -28,7 +27,7 @@ from support.materializer_harness import (
     start_materializer,
 )
 from support.publisher_harness import AgentProcess
-from support.services import free_port, http_get, wait_until
+from support.services import free_port, metric, wait_until
 
 pytestmark = pytest.mark.integration
 ROWS = 40
@@ -39,12 +38,6 @@ def _events(stack: StackSettings, topic: str) -> list[dict]:
         return [v for *_, v in read_events(stack.bootstrap_servers, topic, 5) if v]
     except AssertionError:  # no topic yet
         return []
-
-
-def _metric(port: int, name: str) -> float | None:
-    status, body = http_get(port, "/metrics")
-    found = re.search(rf"^{re.escape(name)} (\S+)$", body, re.M) if status == 200 else None
-    return float(found.group(1)) if found else None
 
 
 def _verify(stack: StackSettings, prefix: str, table: str) -> subprocess.CompletedProcess:
@@ -75,7 +68,7 @@ def _truncate_and_write_again(stack: StackSettings, cql, ks: str, prefix: str,
     # one truncate event in each partition of the table's topic, once every raw partition
     # has applied the truncation
     truncates = f'casscade_materializer_truncate_events_total{{table="{ks}.new"}}'
-    wait_until(lambda: _metric(port, truncates) == 1, 180, "the truncate events")
+    wait_until(lambda: metric(port, truncates) == 1, 180, "the truncate events")
     # equal both ways: each key's last event, and what a consumer that truncates on `op: t`
     # holds (final_rows)
     wait_until(lambda: final() == table, 180, "the stream equal to the table after a TRUNCATE")
@@ -105,7 +98,54 @@ def _truncate_and_write_again(stack: StackSettings, cql, ks: str, prefix: str,
     # within 5 s): then its image ({k 1, v again}) is what the truncation leaves, no event
     assert set(range(ROWS)) - {1} <= removed <= set(range(ROWS)), removed
     keys = f'casscade_materializer_truncated_table_keys_total{{table="{ks}.new"}}'
-    wait_until(lambda: _metric(port, keys) == len(removed), 60, "the truncation counted")
+    wait_until(lambda: metric(port, keys) == len(removed), 60, "the truncation counted")
+    out = _verify(stack, prefix, f"{ks}.new")
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _reset_and_snapshot(stack: StackSettings, cql, ks: str, prefix: str, port: int,
+                        state: Path) -> None:
+    """`casscade snapshot --reset` of the new table (the runbook's reset of one table): its
+    rows' `d` events and a second truncate event in every partition of its topic, then
+    every row again from the snapshot; the stream ends equal to the table."""
+    topic = f"{prefix}.{ks}.new"
+    table = {canonical({"k": r.k}): {"k": r.k, "v": r.v}
+             for r in cql.execute(f"SELECT k, v FROM {ks}.new")}
+    cmd = [sys.executable, "-m", "casscade.cli", "snapshot", "--table", f"{ks}.new", "--reset",
+           "--set", f"kafka.bootstrap_servers={stack.bootstrap_servers}",
+           "--set", f"kafka.topic_prefix={prefix}", "--set", f"cassandra.port={stack.cql_port}",
+           "--set", f"state.path={state}", "--splits", "4"]
+    out = subprocess.run(cmd, cwd=repo_root(), capture_output=True, text=True, timeout=300,
+                         stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"reset of {ks}.new published at" in out.stdout
+    assert f"{len(table)} rows published, 4/4 ranges" in out.stdout, out.stdout
+    # run again: the progress file says the reset and every range are done
+    again = subprocess.run(cmd, cwd=repo_root(), capture_output=True, text=True, timeout=300,
+                           stdin=subprocess.DEVNULL)
+    assert again.returncode == 0 and "reset of" not in again.stdout, again.stdout
+    assert "0 rows published, 4/4 ranges" in again.stdout, again.stdout
+    truncates = f'casscade_materializer_truncate_events_total{{table="{ks}.new"}}'
+    wait_until(lambda: metric(port, truncates) == 2, 180, "the reset's truncate events")
+
+    snapshot_file = f"snapshot:{ks}.new"
+
+    def settled() -> list:
+        events = read_events(stack.bootstrap_servers, topic, 5)
+        rows = sum(1 for *_, v in events if v and v["source"]["file"] == snapshot_file)
+        return events if rows >= len(table) and final_rows(events) == table else []
+
+    events = wait_until(settled, 120, "the snapshot's rows after the reset, equal to the table")
+    removed = []
+    for part in {p for p, *_ in events}:
+        ops = [(k, v["op"], v["source"]["file"]) for p, _o, k, v in sorted(
+            events, key=lambda e: e[:2]) if p == part and v is not None]
+        first, second = [i for i, (_k, op, _f) in enumerate(ops) if op == "t"]
+        # between the TRUNCATE's and the reset's truncate events: the reset's removals
+        removed += [k for k, op, f in ops[first + 1:second] if op == "d" and f == "truncate"]
+        # after the reset's: the snapshot's rows (and the live rows written again)
+        assert {f for _k, _op, f in ops[second + 1:]} <= {snapshot_file, "truncate"}
+    assert sorted(canonical(k) for k in removed) == sorted(table)
     out = _verify(stack, prefix, f"{ks}.new")
     assert out.returncode == 0, out.stdout + out.stderr
 
@@ -144,13 +184,14 @@ def test_tables_made_truncated_and_dropped_while_running(stack, cql, tmp_path: P
         assert len([t for t in topics if t.startswith(f"{agent.prefix}.changelog.")]) == 1
 
         _truncate_and_write_again(stack, cql, ks, agent.prefix, port)
+        _reset_and_snapshot(stack, cql, ks, agent.prefix, port, tmp_path / "snapshots")
 
         # the first table dropped: every key's state freed (one entry each), counted
         cql.execute(f"DROP TABLE {ks}.gone")
         freed = f'casscade_materializer_dropped_table_entries_total{{table="{ks}.gone"}}'
-        wait_until(lambda: (_metric(port, freed) or 0) >= ROWS, 120,
+        wait_until(lambda: (metric(port, freed) or 0) >= ROWS, 120,
                    "the dropped table's state freed")
-        assert _metric(port, freed) == ROWS
+        assert metric(port, freed) == ROWS
         # the other table streams on
         cql.execute(f"UPDATE {ks}.new SET v = 'later' WHERE k = {ROWS}")
         wait_until(lambda: any((e["after"] or {}).get("v") == "later"

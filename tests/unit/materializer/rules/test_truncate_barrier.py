@@ -60,3 +60,22 @@ def test_a_lower_report_does_not_lower_a_partitions_floor_nor_lose_its_version()
     _applied(progress, 1, F + 30, schema_hash=None)
     (due,) = progress.due(RAW, 1)
     assert (due.written.floor_us, due.schema_hash) == (F + 20, "h1")
+
+
+def test_a_reset_soon_after_a_truncate_is_due_at_once() -> None:
+    progress = TruncationProgress("job-1")
+    for part in (0, 1):
+        _applied(progress, part, F)
+    (due,) = progress.due(RAW, 1)
+    progress.add(*due.written.record())
+    reset = F + 5_000_000  # 5 s later, well inside a TRUNCATE's window
+    progress.add(*Applied("job-1", T, "shop", "orders", reset, "p.raw", 0, "h1", True).record())
+    assert progress.due(RAW, 2) == []  # partition 1 has not applied it yet
+    progress.add(*Applied("job-1", T, "shop", "orders", reset, "p.raw", 1, "h1", True).record())
+    (due,) = progress.due(RAW, 3)
+    assert due.written.floor_us == reset
+    # a replica's truncation time as close is still no truncate event of its own
+    progress.add(*due.written.record())
+    _applied(progress, 0, reset + 1)
+    _applied(progress, 1, reset + 1)
+    assert progress.due(RAW, 4) == []

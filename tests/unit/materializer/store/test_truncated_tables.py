@@ -183,3 +183,53 @@ def test_a_key_merged_with_the_barrier_without_an_event_is_written_again(tmp_pat
     events, stats = _run(tmp_path, 1, [_orders(1, 3, T0 + 1), (TABLE.id.bytes, _barrier())])
     assert [(e["id"], e["op"], e["qty"]) for e in events] == [(1, "r", 10)]
     assert stats["covered"] == 1
+
+
+def _reset(at_ms: int) -> bytes:
+    """What `casscade snapshot --reset` writes to each raw partition."""
+    return encode_table_truncate(TableTruncate(TABLE.id, "shop", "orders", "snapshot", at_ms,
+                                               reset=True, schema_hash=TABLE.schema_hash))
+
+
+def test_a_reset_round_trips_and_a_truncation_record_stays_as_it_was() -> None:
+    got = decode_table_truncate(_reset(TRUNCATED_MS))
+    assert got.reset and got.floor_us == TRUNCATED_MS * 1000
+    assert got.schema_hash == TABLE.schema_hash
+    assert not decode_table_truncate(_truncate()).reset
+    assert b"reset" not in _truncate()
+
+
+def test_a_reset_empties_the_table_whatever_the_write_times_and_raises_no_floor(
+        tmp_path) -> None:
+    # key 0 written after the reset's time (a client clock ahead): a reset removes it too
+    _run(tmp_path, 0, [_orders(0, 1, T0 + 100), _orders(1, 2, T0),
+                       (raw_key(OTHER.id, i32(0)), row_of(OTHER, 0, 7, T0))])
+    events, stats = _run(tmp_path, 1, [(TABLE.id.bytes, _reset(TRUNCATED_MS)),
+                                       _orders(1, 3, T0 + 1)])
+    gone = sorted((e["id"], e["op"]) for e in events if e["file"] == "truncate")
+    assert gone == [(0, "d"), (1, "d")]
+    # a copy older than the reset's time still merges (no floor), into empty state: a new row
+    assert [(e["id"], e["op"], e["qty"]) for e in events if e["file"] != "truncate"] == [
+        (1, "c", 3)]
+    assert stats["covered"] == 0 and stats["truncated"] == {"shop.orders": 2}
+    assert [a["floor_us"] for a in stats["applied"]] == [TRUNCATED_MS * 1000]
+    # the snapshot's row of key 0, with its original write time: a new row of the table
+    # (no state left to shadow it), the other table untouched
+    snapshot_row = row_of(TABLE, 0, 1, T0 + 100, kind="SNAPSHOT_ROW")
+    events, stats = _run(tmp_path, 2, [(raw_key(TABLE.id, i32(0)), snapshot_row),
+                                       (raw_key(OTHER.id, i32(0)), row_of(OTHER, 0, 7, T0))])
+    assert [(e["table"], e["id"], e["op"], e["qty"]) for e in events] == [
+        ("p.shop.orders", 0, "r", 1)]
+    # the same reset again (the record read twice): it removes what is there again
+    events, _ = _run(tmp_path, 3, [(TABLE.id.bytes, _reset(TRUNCATED_MS))])
+    assert sorted((e["id"], e["op"]) for e in events) == [(0, "d"), (1, "d")]
+
+
+def test_a_reset_where_the_job_holds_no_key_still_reports_a_version_to_render_with(
+        tmp_path) -> None:
+    # a new checkpoint (a lost one, a lost Kafka cluster): its consumers still hold rows, so
+    # the reset's truncate event must be written, with the version the snapshot publishes
+    events, stats = _run(tmp_path, 0, [(TABLE.id.bytes, _reset(TRUNCATED_MS))])
+    assert events == []
+    assert [(a["floor_us"], a["schema_hash"], a["reset"]) for a in stats["applied"]] == [
+        (TRUNCATED_MS * 1000, TABLE.schema_hash, True)]
