@@ -152,7 +152,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     import signal
 
     from publisher.agent.agent import Agent
-    from publisher.agent.offset_store import OffsetStore
+    from publisher.agent.offset_store import OffsetStore, StateInUse
     from publisher.agent.truncations import NodeTruncationRecords
     from publisher.kafka_sink import KafkaSink
     from shared.config import to_dict
@@ -167,6 +167,10 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     setup_logging(cfg.log.level, cfg.log.format)
     if not cfg.cdc.cdc_raw.is_dir():
         raise click.ClickException(f"cdc.cdc_raw {cfg.cdc.cdc_raw} is not a directory")
+    try:  # first: a second agent on the same state is refused before it connects anywhere
+        store = OffsetStore(cfg.state.path / "offsets")
+    except StateInUse as exc:
+        raise click.ClickException(str(exc)) from None
     capture = captured_rules(cfg)
     cluster = None
     source: SchemaSource
@@ -184,7 +188,6 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     sink = KafkaSink(kafka_client(cfg.kafka, reach=True), cfg.kafka.topic_prefix,
                      cfg.kafka.partitions, cfg.kafka.replication_factor, cfg.kafka.producer,
                      metrics)
-    store = OffsetStore(cfg.state.path / "offsets")
     agent = Agent(cfg, source, sink, store, metrics, truncations)
     # /health fails only for an agent stuck: its loop, or a wait for Kafka, goes round
     http = serve(cfg.http.host, cfg.http.port, metrics, agent.status,
@@ -193,6 +196,11 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         signal.signal(sig, lambda *_: agent.stop.set())
     try:
         agent.run()
+        if agent.failed is not None:
+            raise click.ClickException(
+                f"Kafka refused a record for good ({agent.failed}): stopped with progress "
+                "saved up to the last acknowledged record; the next start makes the raw "
+                "topic if it is gone and reads on from there")
     except CaptureError as exc:  # a table created since the start, with a rule that cannot
         # apply to it: its records stay in cdc_raw until the rule is mended
         raise click.ClickException(f"capture: {exc}") from None

@@ -88,6 +88,9 @@ class Agent:
         self.raw_topic = ""  # made sure of before the first record
         # the sink's event: stopping also ends its waits for Kafka
         self.stop: threading.Event = sink.stopping
+        # a record Kafka refused for good (a topic gone, a new cluster): the agent stops,
+        # and its command exits non-zero so a supervisor starts it again
+        self.failed: str | None = None
         self.last_loop = time.monotonic()
         self.last_save = 0.0
         self.last_retry = time.monotonic()
@@ -295,6 +298,7 @@ class Agent:
         self.m_errors.inc(1, "kafka_delivery")
         log.error("delivery failed; stopping so the segment is re-read",
                   extra={"error": str(err)})
+        self.failed = self.failed or str(err)
         self.stop.set()
 
     def _hash(self, table: TableSchema) -> str:

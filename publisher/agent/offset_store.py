@@ -19,6 +19,10 @@ class SegmentState:
     kept_back: set[int] = field(default_factory=set)
 
 
+class StateInUse(Exception):
+    """Another process holds the store (another agent on the same `state.path`)."""
+
+
 class OffsetStore:
     """A small RocksDB database of SegmentStates keyed by segment id."""
 
@@ -31,7 +35,13 @@ class OffsetStore:
                              access_type=AccessType.read_only())
         else:
             path.mkdir(parents=True, exist_ok=True)
-            self._db = Rdict(str(path), Options(raw_mode=True))
+            try:
+                self._db = Rdict(str(path), Options(raw_mode=True))
+            except Exception as exc:
+                if "lock" not in str(exc).lower():
+                    raise
+                raise StateInUse(f"state.path {path.parent} is in use: another agent runs "
+                                 f"with it (its lock: {exc})") from None
 
     def get(self, segment_id: int) -> SegmentState:
         """The saved state, or a fresh one."""
