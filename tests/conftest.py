@@ -7,10 +7,12 @@ if the stack cannot start, every test that needs it errors with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -30,20 +32,52 @@ def stack_settings() -> StackSettings:
     return StackSettings.from_env()
 
 
+# The stack's start, begun when collection ends if a collected test needs it, so it runs
+# beside the unit tests (one core) instead of holding up the first integration test:
+# (the start, the lines it logged, whether the `stack` fixture took it)
+_early: list[tuple[Future, list[str]]] = []
+_taken: list[bool] = []
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the stack in the background when a collected test needs it."""
+    if session.config.option.collectonly or not any(
+            "stack" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    lines: list[str] = []
+    pool = ThreadPoolExecutor(1, thread_name_prefix="stack-start")
+    _early.append((pool.submit(devstack.up, StackSettings.from_env(), log=lines.append),
+                   lines))
+    pool.shutdown(wait=False)
+
+
+def _stop_started(s: StackSettings, report: devstack.UpReport) -> None:
+    """Stop only what this session started; a stack the developer started stays up."""
+    from devstack import cassandra, kafka
+
+    if report.cassandra_started:
+        cassandra.shutdown(s)
+    if report.kafka_started:
+        kafka.shutdown(s)
+
+
 @pytest.fixture(scope="session")
 def stack(stack_settings: StackSettings) -> Iterator[StackSettings]:
     """The running local stack; started for the session if needed, stopped if we started it."""
-    report = devstack.up(stack_settings, log=lambda msg: print(f"[stack] {msg}"))
+    if _early:
+        start, lines = _early[0]
+        _taken.append(True)
+        try:
+            report = start.result()
+        finally:
+            for line in lines:
+                print(f"[stack] {line}")
+    else:
+        report = devstack.up(stack_settings, log=lambda msg: print(f"[stack] {msg}"))
     try:
         yield stack_settings
     finally:
-        # Stop only what this session started; a stack the developer started stays up.
-        from devstack import cassandra, kafka
-
-        if report.cassandra_started:
-            cassandra.shutdown(stack_settings)
-        if report.kafka_started:
-            kafka.shutdown(stack_settings)
+        _stop_started(stack_settings, report)
 
 
 # The test ring: three nodes on 127.0.0.1-3 with ports of their own, so it runs beside the
@@ -142,7 +176,12 @@ def cdc_table(cql, keyspace: str) -> Callable[[str, str], str]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """In CI a skipped test is a failure: services must be there, not silently missing."""
+    """In CI a skipped test is a failure: services must be there, not silently missing.
+    A stack started early that no test took (the run stopped first) is stopped."""
+    if _early and not _taken:
+        start, _lines = _early[0]
+        with contextlib.suppress(Exception):  # (a start that failed left nothing running)
+            _stop_started(StackSettings.from_env(), start.result())
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
     if os.environ.get("CI") and skipped and exitstatus == 0:

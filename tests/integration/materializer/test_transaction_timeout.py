@@ -3,12 +3,15 @@ starts reading: a micro-batch whose task reads its input for longer than the tra
 timeout still commits, every change once; and a timeout over the brokers' limit is refused
 at start in one line.
 
-The batch: one raw partition read a few records at a time (the source's
-max.partition.fetch.bytes, one record per producer batch), handed to the task in Arrow
-batches of 100 rows, so its store opens at the first of them and the task goes on reading
-for about 20 s, past a transaction timeout of 2 s and the broker's check for timed-out
-transactions (every 10 s by default). A transaction opened at the store's open would be
-aborted by the broker, and the batch would fail the same way at every restart.
+The batch: one raw partition read one record per fetch (the source's
+max.partition.fetch.bytes, one record per producer batch), each fetch held by the broker
+for fetch.max.wait.ms (fetch.min.bytes is never reached), so the task reads for at least
+ROWS x 25 ms, past a transaction timeout of 2 s and the broker's check for timed-out
+transactions (every 10 s by default), however fast the machine; the rows reach the task in
+Arrow batches of 100, so its store opens at the first of them. Its merge of so few rows
+takes well under the timeout, however slow the machine. A transaction opened at the
+store's open would be aborted by the broker, and the batch would fail the same way at
+every restart.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from support.materializer_harness import (
 )
 
 pytestmark = pytest.mark.integration
-ROWS = 12_000
+ROWS = 600
+FETCH_WAIT_MS = 25  # each of the ROWS fetches: the read takes ROWS x this at least
 
 
 def test_a_batch_read_for_longer_than_the_transaction_timeout_commits(
@@ -45,6 +49,8 @@ def test_a_batch_read_for_longer_than_the_transaction_timeout_commits(
     job = start_materializer(materializer_command(
         stack, prefix, tmp_path / "checkpoint", "events.transaction_timeout_s=2",
         "kafka.consumer.max.partition.fetch.bytes=256",
+        "kafka.consumer.fetch.min.bytes=1000000",
+        f"kafka.consumer.fetch.max.wait.ms={FETCH_WAIT_MS}",
         "spark.conf.spark.sql.execution.arrow.maxRecordsPerBatch=100",
         available_now=False), log)
     try:

@@ -49,7 +49,7 @@ from support.ring_harness import (
     without_replays,
     write_probe,
 )
-from support.services import http_get, wait_until
+from support.services import http_get, metric, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -433,9 +433,12 @@ def test_tables_of_every_type_come_and_go_and_a_broker_restart_keep_the_job_runn
     freed = "casscade_materializer_dropped_table_entries_total{table=\"%s\"}"
 
     def entries_freed(table: str) -> float | None:
-        found = re.search(rf"^{re.escape(freed % table)} (\S+)$",
-                          http_get(http_port, "/metrics")[1], re.M)
-        return float(found.group(1)) if found else None
+        return metric(http_port, freed % table)
+
+    def drops_sent() -> dict[int, float]:
+        """Each publisher's table-dropped records sent so far."""
+        return {n: metric(agent.http_port, "casscade_publisher_table_drops_sent_total") or 0
+                for n, agent in env["publishers"].agents.items()}
 
     def restart_broker() -> None:  # the broker killed mid-stream, away for a few seconds
         pid = kafka.running_pid(stack)  # the broker of the session's stack
@@ -466,6 +469,7 @@ def test_tables_of_every_type_come_and_go_and_a_broker_restart_keep_the_job_runn
         caught_up()
         gone = f"{keyspaces[1]}.r"
         partitions = {(row.p1, row.p2) for row in truth.execute(f"SELECT p1, p2 FROM {gone}")}
+        sent_before = drops_sent()
         truth.execute(f"DROP TABLE {gone}")
         keyspaces.append(rf3_keyspace(env["truth"]))  # a table of every type made after the drop
         run_ring_workload(env["sessions"], keyspaces[4], 300, seed=36, cover=CTR,
@@ -478,7 +482,11 @@ def test_tables_of_every_type_come_and_go_and_a_broker_restart_keep_the_job_runn
                           workers=WORKERS)
         caught_up()
         first = entries_freed(gone)
-        time.sleep(35)  # every publisher's next schema read: the later announcements
+        # every publisher announces the drop (at its next schema read while idle), and the
+        # job reads them all: the later announcements free nothing more
+        wait_until(lambda: all(drops_sent()[n] > sent_before[n] for n in sent_before), 120,
+                   "every publisher's announcement of the drop", interval_s=1)
+        caught_up()
         assert entries_freed(gone) == first, (first, entries_freed(gone))
         # at least one entry per partition with rows at the drop (partitions deleted earlier
         # may still hold state, so not an equality)
