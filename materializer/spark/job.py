@@ -246,12 +246,12 @@ def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[s
                                    k.topic_prefix)
     records.check_owner(files, cluster_id(k.client()), k.topic_prefix)
     records.check_delivery(files, cfg.events.delivery)
+    job_id = records.job_id(files)
     # (an operator who lost a checkpoint deletes the old job's changelog by this name)
-    log.info("checkpoint's job", extra={"checkpoint": files.location,
-                                        "job_id": records.job_id(files), "changelog":
-                                        topic_names.changelog_topic(k.topic_prefix,
-                                                                    records.job_id(files))})
-    changelog = ChangelogJob(k.client(), k.topic_prefix, records.job_id(files),
+    log.info("checkpoint's job", extra={
+        "checkpoint": files.location, "job_id": job_id,
+        "changelog": topic_names.changelog_topic(k.topic_prefix, job_id)})
+    changelog = ChangelogJob(k.client(), k.topic_prefix, job_id,
                              cfg.events.replication_factor,
                              transactional=cfg.events.exactly_once, producer=k.producer,
                              transaction_timeout_ms=int(cfg.events.transaction_timeout_s
