@@ -232,7 +232,8 @@ class _TaskMerge:
                     result = self.handler.truncate((*where, offset), key[TABLE_ID_SIZE:], blob,
                                                    schema_hash, self.now, truncate,
                                                    _pages(store, key))
-                    _apply(store, key, timer, result)
+                    if not truncate.reset:  # (a reset's state goes whole, below)
+                        _apply(store, key, timer, result)
                     changed += bool(result.outputs)
                     self.emit(where, result.outputs)
                 if truncate.reset:  # no floor: what comes next merges into empty state
