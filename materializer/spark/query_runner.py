@@ -174,6 +174,7 @@ def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy,
             if lease is not None and lease.lost is not None:
                 quiet()
                 stopping.stop_now(query)  # its tasks' commits are fenced already
+                _observe_last(query, progress)
                 raise LeaseLost(lease.lost)
             stop.stop_between_batches(query, quiet)
             progress.observe_new(query.recentProgress)
@@ -186,7 +187,19 @@ def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy,
                 batches = progress.batches.get()
                 policy.progressed()
     except StreamingQueryException as exc:  # raised here when the query failed
+        _observe_last(query, progress)
         return str(exc)
     progress.observe_new(query.recentProgress)
     error = query.exception()
     return None if error is None else str(error)
+
+
+def _observe_last(query: Any, progress: ProgressMetrics) -> None:
+    """Account the reports of an ended query not yet seen: a micro-batch that completed
+    within the last second before the query failed is reported by this query only (the
+    next start is a new query), and its rows and events count toward /metrics."""
+    try:
+        progress.observe_new(query.recentProgress)
+    except JVM_FAILURES as exc:
+        log.warning("the ended query's last progress reports could not be read",
+                    extra={"error": str(exc)[:300]})

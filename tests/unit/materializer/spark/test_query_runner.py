@@ -258,3 +258,32 @@ def test_available_now_runs_again_after_truncate_events_written_while_it_ran(
     written_mid_run.tables_written = 1
     starts, _registry = _run_available_now(monkeypatch, [written_mid_run, _NoBarrier()])
     assert starts == [True, True]  # once more for the barriers, then done
+
+
+class _FailsAfterABatch:
+    """A query whose last micro-batch completed just before it failed: its report is in
+    recentProgress, never polled while it ran."""
+
+    def __init__(self) -> None:
+        self.recentProgress = [{"batchId": 7, "numInputRows": 112,
+                                "timestamp": "2026-11-29T14:01:10.000Z"}]
+
+    def awaitTermination(self, _timeout: float) -> bool:
+        from pyspark.errors import StreamingQueryException
+
+        raise StreamingQueryException(message="FENCED_LEADER_EPOCH")
+
+    def exception(self) -> Any:
+        return "FENCED_LEADER_EPOCH"
+
+
+def test_the_last_batch_of_a_failed_query_is_counted(monkeypatch) -> None:
+    """A batch that completes in the second before its query fails counts toward /metrics
+    (the restart is a new query, which does not report it)."""
+    progress = ProgressMetrics(Registry())
+    monkeypatch.setattr(query_runner, "_poll", lambda *_a: None)
+    error = query_runner._await(_FailsAfterABatch(), progress, query_runner.RestartPolicy(),
+                                StopRequest(), lambda: None)
+    assert error is not None and "FENCED_LEADER_EPOCH" in error
+    assert progress.batches.get() == 1
+    assert progress.input_rows.get() == 112
