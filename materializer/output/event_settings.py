@@ -62,7 +62,10 @@ class EventSettings:
     schemas: bool = False  # JsonConverter schemas.enable envelope
     tombstones: bool = True  # null-valued record after each d (for log compaction)
     dead_letter_topic: str | None = None  # default <prefix>.materializer.dead-letter
-    partitions: int = 6  # of each event topic the job creates
+    # of each event topic the job creates: 1, as Kafka's own num.partitions, because every
+    # event partition a transaction writes costs the broker a produce request (librdkafka
+    # sends one per partition) and a marker; a busy table gets more in table_partitions
+    partitions: int = 1
     # a table's own count for its event topic ("keyspace.table": count), else `partitions`
     table_partitions: dict[str, int] = field(default_factory=dict)
     replication_factor: int = 1

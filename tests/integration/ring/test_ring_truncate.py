@@ -40,7 +40,8 @@ def test_a_truncate_with_a_publisher_behind_ends_at_select_all(env) -> None:
     port = free_port()
     cmd = materializer_command(ring, env["prefix"], work / "ckpt-truncate",
                                f"http.port={port}", "kafka.starting_offsets=latest",
-                               available_now=False)
+                               # partitions of its own: a truncate event goes to each
+                               f"events.table_partitions.{ks}.t=3", available_now=False)
     job = start_materializer(cmd, work / "truncate.log")
     behind = publishers.agents[3]
     try:
@@ -97,6 +98,7 @@ def test_a_truncate_with_a_publisher_behind_ends_at_select_all(env) -> None:
     assert counts["t"] >= 2 * ROWS, counts  # a create and a delete of each row before
     events = read_events(ring.bootstrap_servers, f"{env['prefix']}.{ks}.t")
     partitions = {p for p, *_ in events}
+    assert partitions == {0, 1, 2}, partitions
     truncates = sorted(p for p, _o, key, value in events if key is None and value)
     assert truncates == sorted(partitions), truncates  # one truncate event per partition
 
