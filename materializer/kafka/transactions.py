@@ -78,6 +78,8 @@ class PartitionTransaction:
         # means another producer committed since, and so fenced this one
         self.changelog_end: int | None = None
         self._failed: str | None = None
+        self.topics: set[str] = set()  # written in the open (or last) transaction
+        started = time.monotonic()
         self._producer = Producer(dict(conf) | {
             # a key's partition as the Java client puts it (Spark's sink under at-least-once,
             # Kafka Streams, Flink): murmur2, not librdkafka's CRC-32 default
@@ -92,6 +94,7 @@ class PartitionTransaction:
         except KafkaException as exc:
             raise TransactionFailed(f"transactional id {transactional_id}: the producer "
                                     f"could not initialise: {exc}") from exc
+        self.init_s = time.monotonic() - started  # a round trip to the coordinator and more
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
         # (librdkafka calls it from poll() and flush(), in the producing thread)
@@ -111,6 +114,7 @@ class PartitionTransaction:
         # an event needs no report of its own (a failed write fails the commit), and a
         # Python call per record costs; a changelog write's offset makes the store's mark
         kwargs: dict[str, Any] = {}
+        self.topics.add(topic)
         if partition is not None:
             kwargs["partition"] = partition
             kwargs["on_delivery"] = self._on_delivery
@@ -126,6 +130,7 @@ class PartitionTransaction:
     def _begin(self) -> None:
         self.delivered = {}
         self._failed = None
+        self.topics = set()
         try:
             self._producer.begin_transaction()
         except KafkaException as exc:
@@ -138,7 +143,8 @@ class PartitionTransaction:
         aborted, or the producer fenced: nothing of it becomes visible)."""
         if not self._open:
             return {}
-        deadline = time.monotonic() + TIMEOUT_S
+        started = time.monotonic()
+        deadline = started + TIMEOUT_S
         while True:
             try:
                 self._producer.commit_transaction(max(1.0, deadline - time.monotonic()))
@@ -147,6 +153,7 @@ class PartitionTransaction:
                 if exc.args[0].retriable() and time.monotonic() < deadline:
                     continue  # librdkafka: call it again to wait for the outcome
                 self._fail(exc, "the commit failed")
+        _UNREPORTED.append((time.monotonic() - started, len(self.topics)))
         self._open = False
         if self._failed is not None:  # librdkafka fails the commit first; belt and braces
             raise TransactionFailed(f"{self.transactional_id}: a write failed: "
@@ -189,6 +196,17 @@ class PartitionTransaction:
 
 
 _PROCESS: dict[str, PartitionTransaction] = {}
+# (seconds waited, topics written) of each commit in this process that no task has reported
+# yet: a task's own commits come after its row of counts, so the process's next task does
+_UNREPORTED: list[tuple[float, int]] = []
+
+
+def take_commits() -> list[tuple[float, int]]:
+    """This process's transaction commits since the last call: (seconds the commit waited
+    for the broker, topics the transaction wrote) each."""
+    taken = _UNREPORTED[:]
+    del _UNREPORTED[:len(taken)]
+    return taken
 
 
 def transaction_for(kafka: Mapping[str, str], producer: Mapping[str, str],
@@ -211,6 +229,11 @@ def transaction_for(kafka: Mapping[str, str], producer: Mapping[str, str],
         return txn, False
     if txn is not None:
         txn.close()
+    reason = ("first in this process" if txn is None else "broken" if txn.broken
+              else "another process took it (owner file)" if owner != txn.token
+              else "another process committed since (changelog end)")
+    log.info("a transactional producer is initialised", extra={
+        "transactional_id": transactional_id, "why": reason})
     conf = with_refusal_log(client_conf(kafka), log) | dict(producer)
     txn = _PROCESS[transactional_id] = PartitionTransaction(conf, transactional_id,
                                                             timeout_ms)

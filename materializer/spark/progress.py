@@ -92,6 +92,25 @@ class ProgressMetrics:
             "Records sent to the dead-letter topic instead, by the topic they were meant for "
             "(an event topic: an event its format could not carry; the raw topic: a raw "
             "record that could not be read)", ("topic",))
+        self.producers = r.counter(
+            _P + "producers_initialised_total",
+            "Transactional producers initialised (exactly-once): a raw partition's first "
+            "task in a Python worker, or one fenced by another attempt")
+        self.producer_init_s = r.counter(
+            _P + "producer_init_seconds_total",
+            "Seconds those initialisations took (a round trip to the transaction "
+            "coordinator, the earlier holder's open transaction settled)")
+        self.commits = r.counter(
+            _P + "transaction_commits_total",
+            "Raw partitions' transactions committed, each counted by its producer's next "
+            "task (a task's own commit comes after its report)")
+        self.commit_s = r.counter(
+            _P + "transaction_commit_seconds_total",
+            "Seconds those commits waited for the broker (its transaction markers)")
+        self.commit_topics = r.counter(
+            _P + "transaction_topics_total",
+            "Topics those transactions wrote (event topics, the changelog, dead letters): "
+            "each partition written costs the broker a request and a marker")
         self.raw_retention = r.gauge(
             _P + "raw_retention_seconds",
             "The raw topic's retention.ms in seconds (+Inf: unlimited): a raw record the job "
@@ -176,6 +195,12 @@ class ProgressMetrics:
         self.truncated_covered.inc(int(stats.get("covered") or 0))
         for topic, count in (stats.get("dead") or {}).items():
             self.dead_letters.inc(int(count), topic)
+        made, init_s, commits, commit_s, topics = stats.get("txn") or (0, 0.0, 0, 0.0, 0)
+        self.producers.inc(int(made))
+        self.producer_init_s.inc(float(init_s))
+        self.commits.inc(int(commits))
+        self.commit_s.inc(float(commit_s))
+        self.commit_topics.inc(int(topics))
         self._heartbeat_ages()
 
     def _heartbeat_ages(self) -> None:

@@ -297,6 +297,10 @@ class _TaskMerge:
         keys = sum(s.estimated_keys() for s in stores.open.values())
         for topic, count in self.handler.dead_lettered.items():
             self.stats.dead_letter(topic, count - self.dead_at_start.get(topic, 0))
+        for init_s in stores.inits:
+            self.stats.producer(init_s)
+        for commit_s, topics in stores.earlier_commits():
+            self.stats.committed(commit_s, topics)
         return (None, None, None, self.copies_in, self.dropped, keys, len(stores.open),
                 stores.stores_restored, stores.writes_restored, stores.produced,
                 self.stats.to_json())

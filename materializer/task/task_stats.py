@@ -25,6 +25,10 @@ class TaskStats:
         self.truncated: dict[str, int] = {}  # truncated table → keys it gave events
         self.covered = 0  # records all of whose writes a truncation removed, not merged
         self.dead: dict[str, int] = {}  # topic a dead letter was meant for → how many
+        # exactly-once: producers initialised and their seconds; transaction commits (each
+        # reported by its producer's next task: a task's own commits come after its row of
+        # counts) and their seconds; event topics in those transactions
+        self.txn: list[float] = [0, 0.0, 0, 0.0, 0]
 
     def event(self, table: str, age_s: float) -> None:
         """An event of `table` written `age_s` after its change's write time."""
@@ -52,10 +56,22 @@ class TaskStats:
         if count:
             self.dead[topic] = self.dead.get(topic, 0) + count
 
+    def producer(self, init_s: float) -> None:
+        """A transactional producer was initialised, in `init_s`."""
+        self.txn[0] += 1
+        self.txn[1] += init_s
+
+    def committed(self, commit_s: float, topics: int) -> None:
+        """A transaction of `topics` topics committed in `commit_s` (its wait for the
+        broker)."""
+        self.txn[2] += 1
+        self.txn[3] += commit_s
+        self.txn[4] += topics
+
     def to_json(self) -> str | None:
         """The task's stats for the observed metrics (None: nothing seen)."""
         if not (self.fresh or self.beats or self.dropped or self.late or self.truncated
-                or self.covered or self.dead):
+                or self.covered or self.dead or any(self.txn)):
             return None
         body: dict[str, Any] = {"fresh": self.fresh, "beats": self.beats}
         if self.dropped or self.late:
@@ -64,5 +80,7 @@ class TaskStats:
             body |= {"truncated": self.truncated, "covered": self.covered}
         if self.dead:
             body["dead"] = self.dead
+        if any(self.txn):
+            body["txn"] = [round(x, 4) for x in self.txn]
         return json.dumps(body, separators=(",", ":"))
 

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from materializer.kafka.changelog import ChangelogJob, Changelogs
-from materializer.kafka.transactions import PartitionTransaction
+from materializer.kafka.transactions import PartitionTransaction, take_commits
 from materializer.store.consumed_offsets import ConsumedOffsets
 from materializer.store.dropped_tables import DroppedTables
 from materializer.store.layout import store_path
@@ -60,11 +60,18 @@ class TaskStores:
         self.skipped: set[Where] = set()  # committed already: this attempt writes nothing
         self.stores_restored = self.writes_restored = 0
         self.produced = 0  # events and dead letters written in the transactions
+        self.inits: list[float] = []  # seconds of each producer initialised for the task
 
     @property
     def transactional(self) -> bool:
         """Whether the task delivers exactly once (its events go through `produce`)."""
         return self.job is not None
+
+    def earlier_commits(self) -> list[tuple[float, int]]:
+        """Exactly-once: the commits of this Python worker's earlier tasks not reported
+        yet, (seconds waited for the broker, topics written) each (`transactions.
+        take_commits`); a task's own are reported by the worker's next task."""
+        return take_commits() if self.job is not None else []
 
     def get(self, topic: str, partition: int) -> PartitionStore:
         """The store of (topic, partition), opened on first use."""
@@ -80,6 +87,8 @@ class TaskStores:
                         topic, partition, owner_file(path),
                         self._ends.get((self.changelogs.topic, partition)))
                     self.txns[(topic, partition)] = txn
+                    if new:
+                        self.inits.append(txn.init_s)
                     # an end read before this producer fenced the earlier ones is not final
                     changelog = self.changelogs.partition(topic, partition,
                                                           None if new else self._ends, txn)

@@ -26,6 +26,7 @@ from typing import Any
 
 from confluent_kafka import Consumer
 from cpu_use import machine_busy_s, process_cpu_s, tree_cpu_s
+from spark_runs import transactions_line
 
 from devstack import cassandra, kafka
 from devstack.cassandra import cql_cluster
@@ -162,14 +163,14 @@ def _start_job(stack: Any, prefix: str, tmp_path: Path, delivery: str = "exactly
 
 def _measure(session: Any, inserts: list[Any], bootstrap: str, topics: list[str], job: Any,
              cpu: Callable[[], dict[str, float]] | None = None
-             ) -> tuple[list[float], int, dict[int, tuple[int, int]], dict[str, float]]:
+             ) -> tuple[list[float], int, dict[int, tuple[int, int, str]], dict[str, float]]:
     """Write at RATE for WARMUP_S + SECONDS s, round-robin over the tables of `inserts`
     (their events in `topics`); the latency of every event of the last SECONDS
     s, how many rows were measured, the micro-batches seen, and (with `cpu`, a clock of CPU
     seconds by name) the cores each name used over the measured writes; fails at once if
     `job` (the materializer process) exits."""
     latencies: list[float] = []
-    batches: dict[int, tuple[int, int]] = {}  # batch id → (input rows, trigger ms)
+    batches: dict[int, tuple[int, int, str]] = {}  # batch id → (input rows, trigger ms)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
                          "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10,
                          "isolation.level": "read_committed"})
@@ -205,7 +206,7 @@ def _measure(session: Any, inserts: list[Any], bootstrap: str, topics: list[str]
 
 
 def _report(what: str, latencies: list[float], measured: int,
-            batches: dict[int, tuple[int, int]], cores: dict[str, float]) -> None:
+            batches: dict[int, tuple[int, int, str]], cores: dict[str, float]) -> None:
     assert len(latencies) >= measured, f"{len(latencies)} of {measured} arrived"
     q = statistics.quantiles(latencies, n=100)
     print(f"\n{what}: write -> change event at {RATE} "
@@ -214,10 +215,9 @@ def _report(what: str, latencies: list[float], measured: int,
           f"p50 {q[49]:.2f}s, p99 {q[98]:.2f}s, max {max(latencies):.2f}s "
           f"({len(latencies):,} events)")
     seen = sorted(batches.items())
-    print("micro-batches seen (id: rows, ms): "
-          + ", ".join(f"{b}: {n}, {ms}" for b, (n, ms) in seen))
-    print("last batch seen (id, rows, where its time went in ms, the partition stores' "
-          f"counts): {LAST_BREAKDOWN}")
+    print("micro-batches seen (id: rows, ms, transactions):\n"
+          + "\n".join(f"  {b}: {n}, {ms}{txn}" for b, (n, ms, txn) in seen))
+    print(f"last batch seen (id, rows, where its time went in ms): {LAST_BREAKDOWN}")
     if cores:
         machine = cores.pop("machine")
         print(f"cores busy over the measured writes: {machine:.2f} of {os.cpu_count()}: "
@@ -225,18 +225,22 @@ def _report(what: str, latencies: list[float], measured: int,
               + f", the rest {machine - sum(cores.values()):.2f}")
 
 
-def _batch(batches: dict[int, tuple[int, int]]) -> None:
+def _batch(batches: dict[int, tuple[int, int, str]]) -> None:
     """The job's last progress report (its /status), by batch id."""
     code, body = http_get(HTTP_PORT, "/status")
     if code != 200:
         return  # not serving yet
     last = json.loads(body)["last_progress"]
     if last:
-        batches[last["batchId"]] = (last["numInputRows"],
-                                    last["durationMs"].get("triggerExecution", 0))
-        # the partition stores' task counts (Python CPU, copies, stores): no state operators
+        # the partition stores' task counts (copies, stores, their stats): as a Row's
+        # values (a list, the stats last) or by name
         stores = (last.get("observedMetrics") or {}).get(PARTITION_METRICS) or {}
-        LAST_BREAKDOWN[:] = [last["batchId"], last["numInputRows"], last["durationMs"], stores]
+        stats = stores.get("stats") if isinstance(stores, dict) else (
+            stores[-1] if stores and isinstance(stores[-1], list) else None)
+        batches[last["batchId"]] = (last["numInputRows"],
+                                    last["durationMs"].get("triggerExecution", 0),
+                                    transactions_line(stats))
+        LAST_BREAKDOWN[:] = [last["batchId"], last["numInputRows"], last["durationMs"]]
 
 
 def _poll(consumer: Consumer, latencies: list[float], first: int, timeout: float = 1.0) -> int:

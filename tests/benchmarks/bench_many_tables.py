@@ -34,7 +34,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from raw_workload import TABLE, floor_topic, raw_change
-from spark_runs import run_job, spark_master
+from spark_runs import run_job, spark_master, transactions_line
 
 from publisher.kafka_sink import schema_record
 from shared import rowupdate, topic_names
@@ -153,7 +153,8 @@ def test_bench_many_tables(stack, tmp_path: Path) -> None:
         for i, (rows, ms) in enumerate(progress):
             parts = observed[i].get("partition_state", {}) if i < len(observed) else {}
             extra = (f", {parts.get('tasks')} tasks, {parts.get('stores_opened')} stores "
-                     f"opened" if parts else "")
+                     f"opened" if parts else "") + transactions_line(
+                         parts.get("stats"))
             spans = ", ".join(f"{k} {v / 1000:.1f}s" for k, v in sorted(
                 details[i].get("durationMs", {}).items()) if v >= 100)
             print(f"  batch {i}: {rows:,} copies in {ms / 1000:.1f}s, "
@@ -175,3 +176,4 @@ def _ranges(detail: dict) -> int:
             for p, off in parts.items():
                 moved += int(off) > int((start.get(topic) or {}).get(p, 0))
     return moved
+

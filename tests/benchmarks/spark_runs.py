@@ -71,12 +71,15 @@ if api != "partition" and "floor" not in api:
     sys.exit(f"unknown query {api!r}: partition or a floor of jvm_floors")
 spark = job.session(cfg, available_now=True)
 spark.sparkContext.setLogLevel("ERROR")
+barrier = None  # the job's truncate barrier writer (nothing is truncated here)
 if api == "partition":
-    query = job.start(spark, cfg, available_now=True)
+    query, barrier = job.start(spark, cfg, available_now=True)
 else:
     from jvm_floors import start_floor
     query = start_floor(spark, cfg, api)
 query.awaitTermination()
+if barrier is not None:
+    barrier.close()
 assert query.exception() is None, query.exception()
 from cpu_use import python_workers_cpu_s  # before the stop: the workers go with it
 print(f"PYCPU {python_workers_cpu_s()}")
@@ -154,3 +157,19 @@ def breakdown(batches: list[dict], cores: int, changes: float) -> str:
                      f"commit {com / 1000:.1f}s, {rows:,} state rows")
     per_change = trigger * 1000 * cores / changes if changes else 0.0
     return f"  breakdown: {'; '.join(parts)}; {per_change:,.0f} us of core time per change"
+
+
+def transactions_line(stats: list[str] | None) -> str:
+    """A micro-batch's transactions as its tasks reported them (`TaskStats.txn`, in the
+    job's observed metrics): producers initialised, and the commits their Python workers
+    made since their last report (each worker's commits come in its next task's report)."""
+    made, init_s, commits, commit_s, topics = [0.0] * 5
+    for line in stats or ():
+        txn = json.loads(line).get("txn") or [0] * 5
+        made, init_s, commits = made + txn[0], init_s + txn[1], commits + txn[2]
+        commit_s, topics = commit_s + txn[3], topics + txn[4]
+    text = f", {made:.0f} producers initialised ({init_s:.2f}s)" if made else ""
+    if commits:
+        text += (f", {commits:.0f} earlier commits of {commit_s / commits * 1000:.0f} ms "
+                 f"and {topics / commits:.0f} topics each")
+    return text

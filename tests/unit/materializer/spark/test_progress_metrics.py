@@ -185,3 +185,29 @@ def test_offsets_given_as_json_text_as_pyspark_gives_them_count_too() -> None:
         source["latestOffset"] = json.dumps(source["latestOffset"])
     m.observe(r)
     assert m.lag.get() == 30 and m.end_offsets == {"p.raw.ks.t": {0: 50, 1: 50}}
+
+
+def test_transactions_are_counted_from_the_tasks_reports() -> None:
+    """A task's producers initialised and its producers' last commits (TaskStats.txn) add
+    up across tasks and batches."""
+    import json
+
+    from materializer.task.task_stats import TaskStats
+
+    first, second = TaskStats(), TaskStats()
+    first.producer(0.25)
+    first.producer(0.5)
+    second.committed(0.1, 3)
+    second.committed(0.3, 101)
+    m = ProgressMetrics(m_registry := Registry())
+    for batch, stats in ((1, first), (2, second)):
+        r = report(batch, 10, f"2026-11-22T10:00:0{batch}.000Z", 10, 10)
+        r["observedMetrics"] = {"partition_state": {"copies_in": 10, "stats": [
+            stats.to_json()]}}
+        m.observe(r)
+    assert json.loads(second.to_json())["txn"] == [0, 0.0, 2, 0.4, 104]
+    text = m_registry.render()
+    assert "casscade_materializer_producers_initialised_total 2" in text
+    assert "casscade_materializer_producer_init_seconds_total 0.75" in text
+    assert "casscade_materializer_transaction_commits_total 2" in text
+    assert "casscade_materializer_transaction_topics_total 104" in text
