@@ -92,6 +92,25 @@ class ProgressMetrics:
             "Records sent to the dead-letter topic instead, by the topic they were meant for "
             "(an event topic: an event its format could not carry; the raw topic: a raw "
             "record that could not be read)", ("topic",))
+        self._transaction_metrics(r)
+        self.raw_retention = r.gauge(
+            _P + "raw_retention_seconds",
+            "The raw topic's retention.ms in seconds (+Inf: unlimited): a raw record the job "
+            "has not read by then is deleted, and the job stops")
+        self.raw_unread_age = r.gauge(
+            _P + "raw_oldest_unread_age_seconds",
+            "Seconds since the oldest raw record the job has not read was appended (0: it "
+            "has read everything)")
+        # raw topic → partition → the next offset the job reads (the last report's end)
+        self.end_offsets: dict[str, dict[int, int]] = {}
+        self.heartbeats: dict[str, int] = {}  # host → newest heartbeat's clock (ms)
+        r.on_scrape(self._heartbeat_ages)
+        self.seen: int = -1
+        self.last: dict[str, Any] | None = None
+        self.last_at = time.monotonic()
+
+    def _transaction_metrics(self, r: Registry) -> None:
+        """Exactly-once: the tasks' producers and transactions (TaskStats.txn)."""
         self.producers = r.counter(
             _P + "producers_initialised_total",
             "Transactional producers initialised (exactly-once): a raw partition's first "
@@ -111,21 +130,6 @@ class ProgressMetrics:
             _P + "transaction_topics_total",
             "Topics those transactions wrote (event topics, the changelog, dead letters): "
             "each partition written costs the broker a request and a marker")
-        self.raw_retention = r.gauge(
-            _P + "raw_retention_seconds",
-            "The raw topic's retention.ms in seconds (+Inf: unlimited): a raw record the job "
-            "has not read by then is deleted, and the job stops")
-        self.raw_unread_age = r.gauge(
-            _P + "raw_oldest_unread_age_seconds",
-            "Seconds since the oldest raw record the job has not read was appended (0: it "
-            "has read everything)")
-        # raw topic → partition → the next offset the job reads (the last report's end)
-        self.end_offsets: dict[str, dict[int, int]] = {}
-        self.heartbeats: dict[str, int] = {}  # host → newest heartbeat's clock (ms)
-        r.on_scrape(self._heartbeat_ages)
-        self.seen: int = -1
-        self.last: dict[str, Any] | None = None
-        self.last_at = time.monotonic()
 
     def observe_new(self, reports: list[dict[str, Any]]) -> int:
         """Account the reports newer than the last one seen (Spark keeps a window of recent

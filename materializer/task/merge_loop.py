@@ -80,6 +80,21 @@ def _batch(rows: list[tuple[Any, ...]]) -> Any:
         schema=pa.schema(list(zip(names, types, strict=True))))
 
 
+def _partitions(batches: list[Any]) -> list[Where]:
+    """The raw (topic, partition)s of a task's input batches, in arrival order."""
+    seen: dict[Where, None] = {}
+    for batch in batches:
+        topics = batch.column("topic").unique().to_pylist()
+        parts = batch.column("partition").unique().to_pylist()
+        if len(topics) == 1 and len(parts) == 1:  # the usual batch: one Kafka partition's
+            seen.setdefault((topics[0], parts[0]))
+        else:
+            seen.update(dict.fromkeys(zip(batch.column("topic").to_pylist(),
+                                          batch.column("partition").to_pylist(),
+                                          strict=True)))
+    return list(seen)
+
+
 def _by_partition(cols: dict[str, list[Any]]
                   ) -> list[tuple[str, int, list[bytes], list[bytes], list[int]]]:
     """An input batch's (topic, partition, keys, values, offsets), per Kafka partition in
@@ -106,10 +121,14 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
     TASK_SCHEMA: the events (exactly-once: none, they go into each raw partition's
     transaction), then one row of counts; the keys' state in `stores`."""
     task = _TaskMerge(stores, handler, now)
+    # the whole input first: its raw partitions' producers are taken together
+    held = list(batches)
+    stores.prepare(_partitions(held))
+    held.reverse()
     # a micro-batch's records of one key are merged in one call: how records fall into
     # batches decides which intermediate images are events
-    for batch in batches:
-        task.collect(batch)
+    while held:
+        task.collect(held.pop())  # (each input batch let go once read)
     task.truncate()  # first: the batch's records are merged under the floors it raises
     for (topic, part, key), records in task.by_key.items():
         task.merge_key((topic, part), key, records)

@@ -61,6 +61,7 @@ class TaskStores:
         self.stores_restored = self.writes_restored = 0
         self.produced = 0  # events and dead letters written in the transactions
         self.inits: list[float] = []  # seconds of each producer initialised for the task
+        self._taken: dict[Where, tuple[PartitionTransaction, bool]] = {}  # by `prepare`
 
     @property
     def transactional(self) -> bool:
@@ -73,6 +74,28 @@ class TaskStores:
         take_commits`); a task's own are reported by the worker's next task."""
         return take_commits() if self.job is not None else []
 
+    def prepare(self, wheres: Iterable[Where]) -> None:
+        """Exactly-once: take the producers of raw partitions `wheres` (the task's) at once,
+        before any store opens: a producer to initialise waits for the transaction
+        coordinator (0.05-0.5 s), and a task whose partitions all moved from another
+        Python worker waits for them together, not one after the other."""
+        todo = [w for w in wheres if w not in self.open and w not in self._taken]
+        if self.job is None or self.changelogs is None or len(todo) < 2:
+            return  # (one: `get` takes it)
+        with ThreadPoolExecutor(len(todo)) as pool:
+            self._taken.update(zip(todo, pool.map(self._take, todo), strict=True))
+
+    def _take(self, where: Where) -> tuple[PartitionTransaction, bool]:
+        """The producer of raw partition `where` and whether it is new
+        (`ChangelogJob.transaction`)."""
+        assert self.job is not None and self.changelogs is not None
+        if self._ends is None:  # every changelog end this task may need, at once
+            self._ends = self.changelogs.ends(self.changelog_topics)
+        topic, partition = where
+        return self.job.transaction(topic, partition,
+                                    owner_file(store_path(self.root, topic, partition)),
+                                    self._ends.get((self.changelogs.topic, partition)))
+
     def get(self, topic: str, partition: int) -> PartitionStore:
         """The store of (topic, partition), opened on first use."""
         store = self.open.get((topic, partition))
@@ -83,9 +106,8 @@ class TaskStores:
                 if self._ends is None:  # every changelog end this task may need, at once
                     self._ends = self.changelogs.ends(self.changelog_topics)
                 if self.job is not None:
-                    txn, new = self.job.transaction(
-                        topic, partition, owner_file(path),
-                        self._ends.get((self.changelogs.topic, partition)))
+                    taken = self._taken.pop((topic, partition), None)
+                    txn, new = taken or self._take((topic, partition))
                     self.txns[(topic, partition)] = txn
                     if new:
                         self.inits.append(txn.init_s)

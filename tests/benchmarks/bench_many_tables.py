@@ -10,7 +10,7 @@ cluster): every entry of TABLES_MODES (kafka-floor = Spark's Kafka source straig
 sink, a floor of jvm_floors, a floor topic per table; kafka-floor-one = the same into one
 output topic, the sink's share; partition = the job, its partition stores) over every count
 in TABLES_COUNTS, each from its own checkpoint, each table's output topic of
-TABLES_EVENT_PARTITIONS partitions (6, the job's default events.partitions). A list in
+TABLES_EVENT_PARTITIONS partitions (1, the job's default events.partitions). A list in
 TABLES_PARTITIONS or TABLES_EVENT_PARTITIONS runs every table count with each.
 
 Printed per run: logical changes/s per core over the whole run (first batch included: a
@@ -50,9 +50,9 @@ CORES = int(os.environ.get("TABLES_CORES", "2"))
 PER_BATCH = int(os.environ.get("TABLES_BATCH", "200000"))  # the job's default
 COUNTS = [int(n) for n in os.environ.get("TABLES_COUNTS", "1,20,100").split(",")]
 MODES = os.environ.get("TABLES_MODES", "kafka-floor,partition").split(",")
-# partitions of each table's output topic, the job's (events.partitions: its default 6) and
+# partitions of each table's output topic, the job's (events.partitions: its default 1) and
 # the floors' alike; a list runs every count of tables with each
-EVENT_PARTITIONS = [int(n) for n in os.environ.get("TABLES_EVENT_PARTITIONS", "6").split(",")]
+EVENT_PARTITIONS = [int(n) for n in os.environ.get("TABLES_EVENT_PARTITIONS", "1").split(",")]
 # BENCH_MASTER (spark_runs): a cluster instead of local[TABLES_CORES]; give TABLES_CORES its
 # executors' cores
 MASTER = spark_master(CORES)

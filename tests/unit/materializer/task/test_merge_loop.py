@@ -142,6 +142,8 @@ class _Log:
 class _Logs:
     """Changelogs in memory, counting how often the task reads their ends."""
 
+    topic = "cl.p.raw"  # (Changelogs.topic: the job's changelog topic)
+
     def __init__(self) -> None:
         self.ends_read: list[dict[str, int]] = []
         self.opened: dict[tuple[str, int], _Log] = {}
@@ -150,7 +152,7 @@ class _Logs:
         self.ends_read.append(dict(topics))
         return {(t, p): 0 for t, n in topics.items() for p in range(n)}
 
-    def partition(self, raw: str, partition: int, ends: Any = None) -> _Log:
+    def partition(self, raw: str, partition: int, ends: Any = None, _txn: Any = None) -> _Log:
         log = self.opened[(raw, partition)] = _Log((ends or {}).get((f"cl.{raw}", partition)))
         return log
 
@@ -169,6 +171,45 @@ def test_a_task_reads_every_changelog_end_it_may_need_at_once(tmp_path) -> None:
     assert logs.ends_read == [topics]
     assert len(logs.opened) == 6
     assert all(log.handed == 0 for log in logs.opened.values())
+
+
+class _SlowJob:
+    """An exactly-once job whose producers each take `delay` s to initialise (a round trip
+    to the transaction coordinator), noting when each was taken."""
+
+    transactional = True
+    job_id = "job"
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.taken: list[tuple[int, float, float]] = []  # (partition, start, end)
+
+    def transaction(self, _topic: str, partition: int, _owner: Path, _end: Any
+                    ) -> tuple[Any, bool]:
+        import time
+        from types import SimpleNamespace
+
+        start = time.monotonic()
+        time.sleep(self.delay)
+        self.taken.append((partition, start, time.monotonic()))
+        return SimpleNamespace(init_s=self.delay), True
+
+
+def test_a_tasks_new_producers_are_initialised_together(tmp_path) -> None:
+    """The producers of a task's raw partitions that must be initialised are taken at once,
+    before any store opens, each once: a task whose partitions moved from another Python
+    worker waits for the coordinator one time, not once per partition."""
+    job = _SlowJob(0.3)
+    stores = TaskStores(tmp_path, 0, 60_000, NOW_MS, _Logs(),  # type: ignore[arg-type]
+                        {"cl.p.raw": 3}, job)  # type: ignore[arg-type]
+    stores.prepare([("p.raw", 0), ("p.raw", 2)])
+    assert not stores.open  # no store opened yet
+    (_, start0, end0), (_, start2, end2) = job.taken
+    assert max(start0, start2) < min(end0, end2)  # the two initialisations overlapped
+    for p in (0, 2, 1):
+        stores.get("p.raw", p)
+    assert sorted(p for p, *_ in job.taken) == [0, 1, 2]  # each taken once
+    assert stores.inits == [0.3, 0.3, 0.3]
 
 
 def test_a_task_counts_its_events_freshness_and_its_publishers_heartbeats(tmp_path) -> None:
