@@ -121,8 +121,8 @@ class ProgressMetrics:
             "coordinator, the earlier holder's open transaction settled)")
         self.commits = r.counter(
             _P + "transaction_commits_total",
-            "Raw partitions' transactions committed, each counted by its producer's next "
-            "task (a task's own commit comes after its report)")
+            "Raw partitions' transactions committed, each counted by the next task of its "
+            "Python worker (a task's own commits come after its report)")
         self.commit_s = r.counter(
             _P + "transaction_commit_seconds_total",
             "Seconds those commits waited for the broker (its transaction markers)")

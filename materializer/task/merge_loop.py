@@ -80,6 +80,14 @@ def _batch(rows: list[tuple[Any, ...]]) -> Any:
         schema=pa.schema(list(zip(names, types, strict=True))))
 
 
+def _let_go(held: list[Any]) -> Iterator[Any]:
+    """The batches of `held` in order, each dropped from it as it is handed on (its memory
+    freed once read)."""
+    held.reverse()
+    while held:
+        yield held.pop()
+
+
 def _partitions(batches: list[Any]) -> list[Where]:
     """The raw (topic, partition)s of a task's input batches, in arrival order."""
     seen: dict[Where, None] = {}
@@ -121,14 +129,14 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
     TASK_SCHEMA: the events (exactly-once: none, they go into each raw partition's
     transaction), then one row of counts; the keys' state in `stores`."""
     task = _TaskMerge(stores, handler, now)
-    # the whole input first: its raw partitions' producers are taken together
-    held = list(batches)
-    stores.prepare(_partitions(held))
-    held.reverse()
+    if stores.transactional:  # the whole input first: its partitions' producers together
+        held = list(batches)
+        stores.prepare(_partitions(held))
+        batches = _let_go(held)
     # a micro-batch's records of one key are merged in one call: how records fall into
     # batches decides which intermediate images are events
-    while held:
-        task.collect(held.pop())  # (each input batch let go once read)
+    for batch in batches:
+        task.collect(batch)
     task.truncate()  # first: the batch's records are merged under the floors it raises
     for (topic, part, key), records in task.by_key.items():
         task.merge_key((topic, part), key, records)

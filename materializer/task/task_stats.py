@@ -26,8 +26,8 @@ class TaskStats:
         self.covered = 0  # records all of whose writes a truncation removed, not merged
         self.dead: dict[str, int] = {}  # topic a dead letter was meant for → how many
         # exactly-once: producers initialised and their seconds; transaction commits (each
-        # reported by its producer's next task: a task's own commits come after its row of
-        # counts) and their seconds; event topics in those transactions
+        # reported by its Python worker's next task: a task's own commits come after its
+        # row of counts), their seconds, and the topics those transactions wrote
         self.txn: list[float] = [0, 0.0, 0, 0.0, 0]
 
     def event(self, table: str, age_s: float) -> None:

@@ -10,7 +10,8 @@ Two shapes, each at every count of EVTX_TABLES (1,100,1000) and EVTX_PARTITIONS 
 - backlog: EVTX_CHANGES changes (120,000) in two rounds of a transaction per producer (the
   job's 200,000 copies a micro-batch: a backlog at start).
 
-Printed per run: the broker's CPU per change (its idle use, measured first, taken off),
+Printed per run: the broker's CPU per change (its idle use, measured first, taken off) and
+the producing process's (the loop and librdkafka's threads, as in a job's Python worker),
 requests by kind (the producers' own counts: Produce, AddPartitionsToTxn, EndTxn, Metadata),
 produce batches and records per batch, the event partitions a transaction touched (each
 costs the broker a batch and a transaction marker), commit times, the first round against
@@ -26,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import statistics
 import time
 import uuid
@@ -86,7 +88,7 @@ def _run(bootstrap: str, broker_pid: int, idle_cores: float, shape: str, tables:
     # (librdkafka queues each statistics report until a poll: the loop below polls)
     conf = {"bootstrap.servers": bootstrap, "statistics.interval.ms": 1000,
             "stats_cb": stats.on_stats}
-    cpu0, wall0 = process_cpu_s(broker_pid), time.monotonic()
+    cpu0, wall0, own0 = process_cpu_s(broker_pid), time.monotonic(), _own_cpu_s()
     producers = [PartitionTransaction(conf, f"{prefix}-{raw}") for raw in range(RAW)]
     rng = random.Random(7)
     written, touched, commits, rounds = 0, [], [], []
@@ -126,6 +128,7 @@ def _run(bootstrap: str, broker_pid: int, idle_cores: float, shape: str, tables:
         txn._producer.poll(0.2)
         txn.close()
     busy = process_cpu_s(broker_pid) - cpu0 - idle_cores * wall
+    own = _own_cpu_s() - own0  # the producing loop and librdkafka's threads
     # a thousand topics a run left behind would fill the broker's heap in a few runs; their
     # deletion keeps the broker busy a while, so the next run waits until it is quiet
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -136,8 +139,9 @@ def _run(bootstrap: str, broker_pid: int, idle_cores: float, shape: str, tables:
     commits.sort()
     line = (f"{shape}, {tables} table(s) x {partitions} partition(s): {written:,} changes "
             f"in {len(commits)} transactions, {wall:.1f}s; broker {per_change:,.1f} µs a "
-            f"change; {statistics.mean(touched):,.0f} event partitions a transaction (at "
-            f"most); {stats.batches:,} batches, {stats.records / max(1, stats.batches):.1f} "
+            f"change, the producers' process {own / written * 1e6:,.1f}; "
+            f"{statistics.mean(touched):,.0f} event partitions a transaction (at most); "
+            f"{stats.batches:,} batches, {stats.records / max(1, stats.batches):.1f} "
             f"records a batch; requests " + ", ".join(f"{k} {stats.total(k):,}"
                                                       for k in KINDS)
             + f"; commit p50 {commits[len(commits) // 2] * 1000:.0f} ms, max "
@@ -147,6 +151,12 @@ def _run(bootstrap: str, broker_pid: int, idle_cores: float, shape: str, tables:
                        * RAW * 2)
     assert stats.total("EndTxn") == len(commits)  # librdkafka saw every commit
     return per_change, line
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds this process has used, every thread (librdkafka's too)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _quiet(broker_pid: int, cores: float = 0.06, within_s: float = 120) -> float:
