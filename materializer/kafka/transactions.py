@@ -11,8 +11,9 @@ writes and commit from the moment the new one has initialised. An initialisation
 finishes the earlier holder's open transaction (aborted), so what the new attempt then reads
 of the changelog is final.
 
-A Python worker keeps its producers between micro-batches (an initialisation costs a round
-trip to the transaction coordinator, 60 ms to 0.5 s here). A cached producer may have been
+A Python worker keeps its producers between micro-batches (an initialisation costs round
+trips to the transaction coordinator: a few ms here, sometimes 0.5 s right after another
+producer's commit under the id, when librdkafka retries). A cached producer may have been
 fenced since by another process that ran the partition, which a task finds before it reads
 anything, and then makes a new producer: on this machine, each producer writes a token of
 its own to an owner file beside the partition's store, and the file holds another; on
@@ -42,6 +43,17 @@ MAX_RECORD_BYTES = 16 * 1024 * 1024  # as the changelog's (a store entry can be 
 # events.transaction_timeout_s's default, for callers that are given none (tests, tools)
 DEFAULT_TIMEOUT_MS = 300_000
 EVENT_PARTITIONER = "murmur2_random"  # Java's: murmur2 of the key (keyless: any partition)
+# How long a partition's records wait for more before they are sent. Nothing of a
+# transaction is visible before its commit, which sends whatever waits at once, so waiting
+# costs no latency; and librdkafka sends a produce request per partition: a task that
+# spreads its events over many tables' topics, sending every 5 ms, sent about one request
+# per event (docs/architecture.md, "What a transaction costs the broker"). A full batch
+# (batch.size, batch.num.messages) goes at once whatever this says. (At most half the
+# transaction timeout: librdkafka wants its message timeout, which that caps, above it.)
+LINGER_MS = 30_000
+# What may wait in a producer's queue, in KiB: past it a write sends what waits and
+# waits for room (`produce`), which bounds a task's memory when its events wait
+QUEUE_KIB = 128 * 1024
 
 
 class TransactionFailed(Exception):
@@ -87,7 +99,13 @@ class PartitionTransaction:
             "transactional.id": transactional_id,
             # (events.transaction_timeout_s, which the start checked against the brokers)
             "transaction.timeout.ms": timeout_ms,
-            "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+            "enable.idempotence": True, "acks": "all",
+            # connected to every broker from the start: with connections made only when
+            # needed, the initialisation waited for one (about 50 ms here), and 1 in 15
+            # times missed it and retried 500 ms later; now it takes a few ms
+            "enable.sparse.connections": False,
+            "linger.ms": min(LINGER_MS, timeout_ms // 2),
+            "queue.buffering.max.kbytes": QUEUE_KIB,
             "compression.type": "lz4", "message.max.bytes": MAX_RECORD_BYTES})
         try:
             self._producer.init_transactions(TIMEOUT_S)
@@ -122,8 +140,8 @@ class PartitionTransaction:
             try:
                 self._producer.produce(topic, value, key, **kwargs)
                 return
-            except BufferError:  # the queue is full: let deliveries drain it
-                self._producer.poll(0.05)
+            except BufferError:  # the queue is full: send what waits (past LINGER_MS)
+                self._producer.flush(0.05)
             except KafkaException as exc:
                 self._fail(exc, "a write was refused")
 

@@ -77,8 +77,8 @@ class TaskStores:
     def prepare(self, wheres: Iterable[Where]) -> None:
         """Exactly-once: take the producers of raw partitions `wheres` (the task's) at once,
         before any store opens: a producer to initialise waits for the transaction
-        coordinator (0.05-0.5 s), and a task whose partitions all moved from another
-        Python worker waits for them together, not one after the other."""
+        coordinator (a few ms, at times 0.5 s), and a task whose partitions all moved from
+        another Python worker waits for them together, not one after the other."""
         todo = [w for w in wheres if w not in self.open and w not in self._taken]
         if self.job is None or self.changelogs is None or len(todo) < 2:
             return  # (one: `get` takes it)

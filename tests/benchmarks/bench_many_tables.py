@@ -19,7 +19,8 @@ one-table run of the same mode and to the floor of the same table count, and per
 the tasks that ran (topic-partitions with records; the job's own count) and the
 partition stores opened. One event per change is asserted for the job. The raw topic's
 partitions, and with them the tasks and stores, do not grow with T: what grows is the
-tables (schemas, event topics; the floors' output topics) each task meets.
+tables (schemas, event topics; the floors' output topics) each task meets. Each run's
+topics are deleted after it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from shared.kafka_topics import TopicCreator, read_to_end
 from shared.schema import TableSchema
 
 from support import rowupdate_reference
+from support.kafka_topics import delete_prefixed
 
 CHANGES = int(os.environ.get("TABLES_CHANGES", "120000"))
 # of the raw topic; a list runs every count of tables with each
@@ -164,6 +166,7 @@ def test_bench_many_tables(stack, tmp_path: Path) -> None:
                 stack.bootstrap_servers, topic_names.event_topic(prefix, t.keyspace, t.table))
                 if m.value() is not None)
             assert events == CHANGES, (mode, count, events)
+        delete_prefixed(stack.bootstrap_servers, prefix)  # its thousand topics go
 
 
 def _ranges(detail: dict) -> int:

@@ -126,7 +126,10 @@ def run_job(stack: StackSettings, api: str, cores: int, prefix: str, ckpt: Path,
                           master or spark_master(cores), stack.bootstrap_servers, prefix,
                           str(ckpt), str(per_batch), *extra],
                          env=env, capture_output=True, text=True, timeout=1800)
-    assert out.returncode == 0, out.stderr[-3000:]
+    if out.returncode != 0:  # the first error (what failed) and the end (how it ended)
+        first = min((i for i in (out.stderr.find("Traceback"), out.stderr.find(" ERROR "))
+                     if i >= 0), default=0)
+        raise AssertionError(f"{out.stderr[first:first + 4000]}\n...\n{out.stderr[-2000:]}")
     if details is not None:
         details.extend(json.loads(out.stdout.split("DETAIL ", 1)[1].splitlines()[0]))
     if observed is not None:  # each such batch's observed metrics (the partition stores')
