@@ -48,12 +48,22 @@ EVENT_PARTITIONER = "murmur2_random"  # Java's: murmur2 of the key (keyless: any
 # costs no latency; and librdkafka sends a produce request per partition: a task that
 # spreads its events over many tables' topics, sending every 5 ms, sent about one request
 # per event (docs/architecture.md, "What a transaction costs the broker"). A full batch
-# (batch.size, batch.num.messages) goes at once whatever this says. (At most half the
-# transaction timeout: librdkafka wants its message timeout, which that caps, above it.)
+# (batch.size, batch.num.messages) goes at once whatever this says; `linger_ms` keeps it
+# under the message timeout.
 LINGER_MS = 30_000
 # What may wait in a producer's queue, in KiB: past it a write sends what waits and
 # waits for room (`produce`), which bounds a task's memory when its events wait
 QUEUE_KIB = 128 * 1024
+
+
+def linger_ms(conf: Mapping[str, str], timeout_ms: int) -> int:
+    """LINGER_MS, or half the message timeout if that is less: librdkafka refuses a linger
+    that is not under it, and the message timeout is the transaction timeout or less (a
+    `kafka.producer` setting: message.timeout.ms, or its alias delivery.timeout.ms; 0 is
+    none)."""
+    limits = [timeout_ms, *(int(conf[k]) for k in ("message.timeout.ms", "delivery.timeout.ms")
+                            if int(conf.get(k) or 0) > 0)]
+    return max(1, min(LINGER_MS, min(limits) // 2))
 
 
 class TransactionFailed(Exception):
@@ -104,7 +114,7 @@ class PartitionTransaction:
             # needed, the initialisation waited for one (about 50 ms here), and 1 in 15
             # times missed it and retried 500 ms later; now it takes a few ms
             "enable.sparse.connections": False,
-            "linger.ms": min(LINGER_MS, timeout_ms // 2),
+            "linger.ms": linger_ms(conf, timeout_ms),
             "queue.buffering.max.kbytes": QUEUE_KIB,
             "compression.type": "lz4", "message.max.bytes": MAX_RECORD_BYTES})
         try:

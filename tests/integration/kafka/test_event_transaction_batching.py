@@ -69,3 +69,18 @@ def test_a_full_queue_sends_what_waits(stack) -> None:
     took = time.monotonic() - started
     assert took < LINGER_MS / 1000 / 2, took  # 20 full queues: none waited for the linger
     assert sum(sum(1 for _ in read_to_end(stack.bootstrap_servers, t)) for t in topics) == 2_000
+
+
+def test_a_users_short_delivery_timeout_still_makes_a_producer(stack) -> None:
+    """`kafka.producer` with delivery.timeout.ms at LINGER_MS: librdkafka takes the producer
+    (it refuses a linger that is not under the message timeout) and its events commit."""
+    topic = make_topic(stack.bootstrap_servers, partitions=1)
+    txn = PartitionTransaction({"bootstrap.servers": stack.bootstrap_servers,
+                                "delivery.timeout.ms": str(LINGER_MS)},
+                               f"casscade.test.timeout.{topic}")
+    try:
+        txn.produce(topic, b"k", b"{}")
+        txn.commit()
+    finally:
+        txn.close()
+    assert sum(1 for _ in read_to_end(stack.bootstrap_servers, topic)) == 1
