@@ -61,9 +61,8 @@ def linger_ms(conf: Mapping[str, str], timeout_ms: int) -> int:
     that is not under it, and the message timeout is the transaction timeout or less (a
     `kafka.producer` setting: message.timeout.ms, or its alias delivery.timeout.ms; 0 is
     none)."""
-    limits = [timeout_ms, *(int(conf[k]) for k in ("message.timeout.ms", "delivery.timeout.ms")
-                            if int(conf.get(k) or 0) > 0)]
-    return max(1, min(LINGER_MS, min(limits) // 2))
+    set_ms = [int(conf.get(k) or 0) for k in ("message.timeout.ms", "delivery.timeout.ms")]
+    return max(1, min(LINGER_MS, min([timeout_ms, *(t for t in set_ms if t > 0)]) // 2))
 
 
 class TransactionFailed(Exception):
