@@ -190,17 +190,24 @@ def reshard(partitions: int, partitioner: str, config_file: Path | None,
 def _check_kafka(cfg: MaterializerConfig, events: EventSettings, kafka: dict[str, str]
                  ) -> None:
     """Before Spark, one line each: Kafka or the registry not there, the raw topics of an
-    earlier layout, a transaction timeout the brokers refuse."""
+    earlier layout, event producer settings the Kafka client refuses, a transaction timeout
+    the brokers refuse."""
     from materializer.kafka.avro_registry import registry_checks
     from materializer.kafka.start_topics import OldRawLayout, raw_partitions
-    from materializer.kafka.transactions import TimeoutRefused, check_timeout
+    from materializer.kafka.transactions import (
+        ProducerRefused,
+        TimeoutRefused,
+        check_producer,
+        check_timeout,
+    )
 
     reach_or_exit(kafka, *registry_checks(events))
     try:
         raw_partitions(kafka, cfg.kafka.topic_prefix)
         if events.exactly_once:
+            check_producer(kafka, cfg.kafka.producer, int(events.transaction_timeout_s * 1000))
             check_timeout(kafka, events.transaction_timeout_s)
-    except (OldRawLayout, TimeoutRefused) as exc:
+    except (OldRawLayout, TimeoutRefused, ProducerRefused) as exc:
         raise click.ClickException(str(exc)) from None
 
 

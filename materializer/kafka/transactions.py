@@ -65,6 +65,49 @@ def linger_ms(conf: Mapping[str, str], timeout_ms: int) -> int:
     return max(1, min(LINGER_MS, min([timeout_ms, *(t for t in set_ms if t > 0)]) // 2))
 
 
+def producer_conf(conf: Mapping[str, str], transactional_id: str, timeout_ms: int
+                  ) -> dict[str, Any]:
+    """A partition's transactional producer's librdkafka settings: the job's defaults,
+    `conf` (its client settings and `kafka.producer`) over them, and what exactly-once
+    needs over both (its transactional id and timeout, idempotence, acks=all)."""
+    defaults = {
+        # a key's partition as the Java client puts it (Spark's sink under at-least-once,
+        # Kafka Streams, Flink): murmur2, not librdkafka's CRC-32 default
+        "partitioner": EVENT_PARTITIONER,
+        # connected to every broker from the start: with connections made only when
+        # needed, the initialisation waited for one (about 50 ms here), and 1 in 15
+        # times missed it and retried 500 ms later; now it takes a few ms
+        "enable.sparse.connections": False,
+        "linger.ms": linger_ms(conf, timeout_ms),
+        "queue.buffering.max.kbytes": QUEUE_KIB,
+        "compression.type": "lz4", "message.max.bytes": MAX_RECORD_BYTES}
+    return defaults | dict(conf) | {
+        "transactional.id": transactional_id,
+        # (events.transaction_timeout_s, which the start checked against the brokers)
+        "transaction.timeout.ms": timeout_ms,
+        "enable.idempotence": True, "acks": "all"}
+
+
+class ProducerRefused(ValueError):
+    """librdkafka refuses the event producers' settings (`kafka.producer`)."""
+
+
+def check_producer(kafka: Mapping[str, str], producer: Mapping[str, str], timeout_ms: int
+                   ) -> None:
+    """ProducerRefused if librdkafka will not make a partition's transactional producer
+    from these settings (an unknown or conflicting `kafka.producer` setting), found before
+    Spark starts instead of failing every task (made and dropped at once)."""
+    conf = producer_conf(client_conf(kafka) | dict(producer), "casscade-settings-check",
+                         timeout_ms)
+    try:
+        Producer(conf)
+    except KafkaException as exc:
+        err = exc.args[0]
+        said = err.str() if isinstance(err, KafkaError) else str(err)
+        raise ProducerRefused(f"kafka.producer: the Kafka client refuses the event "
+                              f"producers' settings: {said}") from None
+
+
 class TransactionFailed(Exception):
     """A partition's transaction did not commit here: it was aborted (nothing of it is
     visible to read_committed consumers), or its outcome is unknown (the commit request
@@ -101,21 +144,7 @@ class PartitionTransaction:
         self._failed: str | None = None
         self.topics: set[str] = set()  # written in the open (or last) transaction
         started = time.monotonic()
-        self._producer = Producer(dict(conf) | {
-            # a key's partition as the Java client puts it (Spark's sink under at-least-once,
-            # Kafka Streams, Flink): murmur2, not librdkafka's CRC-32 default
-            "partitioner": EVENT_PARTITIONER,
-            "transactional.id": transactional_id,
-            # (events.transaction_timeout_s, which the start checked against the brokers)
-            "transaction.timeout.ms": timeout_ms,
-            "enable.idempotence": True, "acks": "all",
-            # connected to every broker from the start: with connections made only when
-            # needed, the initialisation waited for one (about 50 ms here), and 1 in 15
-            # times missed it and retried 500 ms later; now it takes a few ms
-            "enable.sparse.connections": False,
-            "linger.ms": linger_ms(conf, timeout_ms),
-            "queue.buffering.max.kbytes": QUEUE_KIB,
-            "compression.type": "lz4", "message.max.bytes": MAX_RECORD_BYTES})
+        self._producer = Producer(producer_conf(conf, transactional_id, timeout_ms))
         try:
             self._producer.init_transactions(TIMEOUT_S)
         except KafkaException as exc:

@@ -10,13 +10,22 @@ test ring (three nodes at RF=3, writes at QUORUM, a publisher beside each node),
 change reaches the job three times (issue 14's goal there: p50 <= 2 s, p99 <= 4 s), once for
 each count of BENCH_TABLES (1; "1,100": the writes spread round-robin over that many tables,
 each run with its own prefix, publishers and job), and then measures the cores each process
-used over QUIET_S s with no writes at all (the job's cost of quiet tables).
+used over QUIET_S s with no writes at all (the job's cost of quiet tables). There the job
+starts at BENCH_START of the raw topic (`kafka.starting_offsets`): "latest" by default, so
+that what earlier runs left in the ring's `cdc_raw` (published into the run's raw topic
+before the job starts) is not replayed, and the writes start once the job has reported a
+micro-batch with input (the publishers' heartbeats: its Python workers have started, which
+bench_first_event measures); "earliest" replays it, and the writes start at the job's
+first event. With BENCH_RESTART=1 (the default) the job is then stopped (SIGTERM) and
+started again on its checkpoint, and the same writes are measured from its first
+micro-batch on.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import statistics
 import time
 import uuid
@@ -53,6 +62,10 @@ TABLES = [int(n) for n in os.environ.get("BENCH_TABLES", "1").split(",")]
 # the RF=3 runs, each table count with each events.delivery, one after the other
 DELIVERIES = os.environ.get("BENCH_DELIVERY", "exactly-once,at-least-once").split(",")
 QUIET_S = int(os.environ.get("BENCH_QUIET_S", "60"))
+START = os.environ.get("BENCH_START", "latest")  # the RF=3 job's kafka.starting_offsets
+RESTART = os.environ.get("BENCH_RESTART", "1") == "1"  # the RF=3 runs measure a restart too
+# more of the job's settings, space-separated (spark.conf.spark.eventLog.enabled=true ...)
+JOB_SETS = os.environ.get("BENCH_JOB_SETS", "").split()
 HTTP_PORT = 18112
 LAST_BREAKDOWN: list = []  # the last progress report seen: where a micro-batch's time goes
 
@@ -118,15 +131,23 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
         for insert in inserts:  # each table's schema published before the job starts
             session.execute(insert, (-1, time.time_ns() // 1000))
         publishers.wait_caught_up()
-        job = _start_job(ring, prefix, tmp_path, delivery)
+        job = _start_job(ring, prefix, tmp_path, delivery, START)
         nodes = [cassandra.running_pid(n) for n in ring.all_nodes()]
         broker = kafka.running_pid(stack)
         assert None not in nodes and broker is not None, (nodes, broker)
         trees = {"the three nodes": nodes,
                  "the three publishers": [a.proc.pid for a in publishers.agents.values()],
                  "Kafka": [broker], "the job": [job.pid]}
-        result = _measure(session, inserts, ring.bootstrap_servers,
-                          [f"{prefix}.{ks}.{name}" for name in names], job, lambda: _cpu(trees))
+        topics = [f"{prefix}.{ks}.{name}" for name in names]
+        results = [("", _measure(session, inserts, ring.bootstrap_servers, topics, job,
+                                 lambda: _cpu(trees), from_progress=START == "latest"))]
+        if RESTART:
+            _stop_job(job)
+            job = _start_job(ring, prefix, tmp_path, delivery, START)
+            trees["the job"] = [job.pid]
+            results.append((", after a restart of the job", _measure(
+                session, inserts, ring.bootstrap_servers, topics, job, lambda: _cpu(trees),
+                from_progress=True, first_key=RATE * (WARMUP_S + SECONDS))))
         before, started = _cpu(trees), time.monotonic()
         time.sleep(QUIET_S)  # no writes: heartbeats only
         after, wall = _cpu(trees), time.monotonic() - started
@@ -137,7 +158,9 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
             kill_group(job)
         publishers.stop()
         cluster.shutdown()
-    _report(f"three nodes at RF=3, a publisher each, {count} table(s), {delivery}", *result)
+    for when, result in results:
+        _report(f"three nodes at RF=3, a publisher each, {count} table(s), {delivery}, the "
+                f"job starting at the raw topic's {START} offsets{when}", *result)
     machine = quiet.pop("machine")
     print(f"cores busy over {QUIET_S}s with no writes, {count} table(s), {delivery}: "
           f"{machine:.2f}: "
@@ -152,23 +175,38 @@ def _cpu(trees: dict[str, list[int]]) -> dict[str, float]:
             "machine": machine_busy_s()}
 
 
-def _start_job(stack: Any, prefix: str, tmp_path: Path, delivery: str = "exactly-once"
-               ) -> Any:
-    """The materializer following `prefix`'s raw topic, triggered every TRIGGER_MS."""
+def _start_job(stack: Any, prefix: str, tmp_path: Path, delivery: str = "exactly-once",
+               start: str = "earliest") -> Any:
+    """The materializer following `prefix`'s raw topic, triggered every TRIGGER_MS, from
+    `start` (kafka.starting_offsets) on a new checkpoint."""
     return start_materializer(materializer_command(
         stack, prefix, tmp_path / "ckpt", f"spark.trigger_interval_ms={TRIGGER_MS}",
-        f"http.port={HTTP_PORT}", f"events.delivery={delivery}", available_now=False),
+        f"http.port={HTTP_PORT}", f"events.delivery={delivery}",
+        f"kafka.starting_offsets={start}", *JOB_SETS, available_now=False),
         tmp_path / "job.log")
 
 
+def _stop_job(job: Any) -> None:
+    """SIGTERM the job and wait for its clean exit (what remains of its group killed)."""
+    job.send_signal(signal.SIGTERM)
+    try:
+        code = job.wait(120)
+    finally:
+        kill_group(job)
+    assert code == 0, f"the job exited {code} on SIGTERM: see its job.log"
+
+
 def _measure(session: Any, inserts: list[Any], bootstrap: str, topics: list[str], job: Any,
-             cpu: Callable[[], dict[str, float]] | None = None
+             cpu: Callable[[], dict[str, float]] | None = None, from_progress: bool = False,
+             first_key: int = 0
              ) -> tuple[list[float], int, dict[int, tuple[int, int, str]], dict[str, float]]:
     """Write at RATE for WARMUP_S + SECONDS s, round-robin over the tables of `inserts`
-    (their events in `topics`); the latency of every event of the last SECONDS
-    s, how many rows were measured, the micro-batches seen, and (with `cpu`, a clock of CPU
-    seconds by name) the cores each name used over the measured writes; fails at once if
-    `job` (the materializer process) exits."""
+    (their events in `topics`), keys from `first_key` on; the latency of every event of the
+    last SECONDS s, how many rows were measured, the micro-batches seen, and (with `cpu`, a
+    clock of CPU seconds by name) the cores each name used over the measured writes; fails
+    at once if `job` (the materializer process) exits. The writes start at the job's first
+    event, or with `from_progress` at its first progress report of a micro-batch with input
+    (the publishers' heartbeats, say: its Python workers started)."""
     latencies: list[float] = []
     batches: dict[int, tuple[int, int, str]] = {}  # batch id → (input rows, trigger ms)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
@@ -182,10 +220,14 @@ def _measure(session: Any, inserts: list[Any], bootstrap: str, topics: list[str]
 
         wait_for(started, 240, "event topics")
         consumer.subscribe(topics)
-        wait_for(lambda: _poll(consumer, [], 0) > 0, 120, "the first event")
-        warmup = RATE * WARMUP_S  # rows below this key are not measured
+        if from_progress:
+            wait_for(lambda: _progress(job), 240, "the job's first micro-batch with input")
+        else:
+            wait_for(lambda: _poll(consumer, [], 0) > 0, 120, "the first event")
+        warmup = first_key + RATE * WARMUP_S  # rows below this key are not measured
         before: dict[str, float] = {}
-        for k in paced(RATE, warmup + RATE * SECONDS):
+        for i in paced(RATE, RATE * (WARMUP_S + SECONDS)):
+            k = first_key + i
             if k == warmup and cpu is not None:
                 before, started = cpu(), time.monotonic()
             session.execute_async(inserts[k % len(inserts)], (k, time.time_ns() // 1000))
@@ -203,6 +245,15 @@ def _measure(session: Any, inserts: list[Any], bootstrap: str, topics: list[str]
     finally:
         consumer.close()
     return latencies, RATE * SECONDS, batches, cores
+
+
+def _progress(job: Any) -> bool:
+    """Whether the job (failing if it exited) has reported a micro-batch with input (so
+    its tasks, and the Python workers they start, have run)."""
+    assert job.poll() is None, f"the job exited ({job.returncode}): see its job.log"
+    code, body = http_get(HTTP_PORT, "/status")
+    last = json.loads(body).get("last_progress") if code == 200 else None
+    return bool(last and last["numInputRows"])
 
 
 def _report(what: str, latencies: list[float], measured: int,

@@ -67,10 +67,11 @@ def tables(count: int) -> list[TableSchema]:
 
 
 def publish(bootstrap: str, prefix: str, schemas: list[TableSchema], seed: int = 3,
-            out_partitions: int = 6, raw_partitions: int = 4, floors: bool = True) -> int:
-    """CHANGES changes round-robin over `schemas`, three shuffled copies each, into a fresh
-    raw topic (with `floors`, the floors' output topics made too, of `out_partitions` each:
-    each table's, and <prefix>.floor.all): the copies sent."""
+            out_partitions: int = 6, raw_partitions: int = 4, floors: bool = True,
+            changes: int = CHANGES) -> int:
+    """`changes` changes round-robin over `schemas`, three shuffled copies each, into a
+    fresh raw topic (with `floors`, the floors' output topics made too, of `out_partitions`
+    each: each table's, and <prefix>.floor.all): the copies sent."""
     creator = TopicCreator(bootstrap, raw_partitions, 1)
     schema_topic, raw_topic = topic_names.schema_topic(prefix), topic_names.raw_topic(prefix)
     creator.ensure(schema_topic)
@@ -86,7 +87,7 @@ def publish(bootstrap: str, prefix: str, schemas: list[TableSchema], seed: int =
     rng = random.Random(seed)
     block: list[tuple[bytes, bytes]] = []
     sent = 0
-    for key in range(CHANGES):
+    for key in range(changes):
         table = schemas[key % len(schemas)]
         raw_key, value = raw_change(table, key, 0)
         record = rowupdate_reference.decode(value)
@@ -94,7 +95,7 @@ def publish(bootstrap: str, prefix: str, schemas: list[TableSchema], seed: int =
             source = {**record["source"], "host": f"node-{node}",
                       "position": record["source"]["position"] * node + 31 * node}
             block.append((raw_key, rowupdate.encode({**record, "source": source})))
-        if len(block) >= SHUFFLE or key == CHANGES - 1:
+        if len(block) >= SHUFFLE or key == changes - 1:
             rng.shuffle(block)
             for k, v in block:
                 producer.produce(raw_topic, key=k, value=v)

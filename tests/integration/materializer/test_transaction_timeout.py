@@ -1,7 +1,7 @@
 """A raw partition's transaction opens at its first write in the merge, not when its task
 starts reading: a micro-batch whose task reads its input for longer than the transaction
-timeout still commits, every change once; and a timeout over the brokers' limit is refused
-at start in one line.
+timeout still commits, every change once; and a timeout over the brokers' limit, or
+producer settings the Kafka client refuses, are refused at start in one line.
 
 The batch: one raw partition read one record per fetch (the source's
 max.partition.fetch.bytes, one record per producer batch), each fetch held by the broker
@@ -82,3 +82,18 @@ def test_a_timeout_over_the_brokers_limit_is_refused_at_start(stack: StackSettin
     assert done.stderr.strip().splitlines() == [
         "Error: events.transaction_timeout_s 1000 is over what broker 1 allows "
         "(transaction.max.timeout.ms 900000, 900 s): lower it, or raise the brokers' limit"]
+
+
+def test_producer_settings_the_kafka_client_refuses_are_refused_at_start(
+        stack: StackSettings, tmp_path: Path) -> None:
+    # idempotence (which exactly-once sets) allows at most 5 requests in flight
+    cmd = materializer_command(stack, f"txto{uuid.uuid4().hex[:6]}", tmp_path / "c",
+                               "kafka.producer.max.in.flight.requests.per.connection=10")
+    done = subprocess.run(cmd, cwd=repo_root(), capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, executable=sys.executable)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "Error: kafka.producer: the Kafka client refuses the event producers' settings: "
+        ), done.stderr
+    assert "max.in.flight" in lines[0], lines
