@@ -21,7 +21,13 @@ first micro-batch, with the Python workers' start, included: a backlog at start 
 users meet) and over the steady micro-batches, where the time went, the Python workers'
 share and the copies dropped in the tasks; at the end one table of every run: changes/s per
 core, the share of the floor of the same tables and master, and of the same run at the
-first table count. One event per change per run of the job is asserted.
+first table count. One event per change per run of the job is asserted. Also printed, per
+logical change, the CPU each part used: while the changes were written and published, the
+three Cassandra nodes, the three publishers and the broker; in each run, the broker and
+the query's process tree (its driver JVM and Python workers); and at the end one line per
+table count with each part's ratio to the first count's, and casscade's whole cost
+(publishers, the broker over the writes and the job's run, the job) as a share of the
+nodes'.
 
 Unlike the synthetic input, the three copies of a change come from three publishers that
 do not wait for each other, so a change's copies can fall into different micro-batches; a
@@ -40,7 +46,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from cpu_use import machine_busy_s, process_cpu_s
+from cpu_use import machine_busy_s, process_cpu_s, tree_cpu_s
 from raw_workload import change_values, floor_topic
 from spark_runs import breakdown, run_job
 
@@ -137,10 +143,21 @@ def _wait_quiet(ring: object, limit_s: float = 180) -> float:
     return time.monotonic() - started
 
 
-def _publish(ring: object, prefix: str, ks: str, tables: int) -> set[bytes]:
+def _broker_cpu_s(stack: object) -> float:
+    """CPU seconds the stack's Kafka broker has used."""
+    from devstack import kafka
+
+    pid = kafka.running_pid(stack)
+    assert pid is not None, "the broker is down"
+    return process_cpu_s(pid)
+
+
+def _publish(ring: object, stack: object, prefix: str, ks: str, tables: int,
+             cpu: dict[str, float]) -> set[bytes]:
     """`tables` CDC tables in a new keyspace, CHANGES INSERTs over them, and the three
     agents run until every copy is in `prefix`'s raw topic; the first 16 bytes of the raw
-    topic's keys (`_raw_contents`)."""
+    topic's keys (`_raw_contents`). Adds to `cpu` the CPU seconds the nodes, the
+    publishers and the broker used from the agents' start to their catching up."""
     from cassandra import ConsistencyLevel
     from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
@@ -163,10 +180,18 @@ def _publish(ring: object, prefix: str, ks: str, tables: int) -> set[bytes]:
             session.execute(f"CREATE TABLE {ks}.t{n} (k int PRIMARY KEY, c1 int, c2 text, "
                             "c3 int, c4 text) WITH cdc = true", timeout=60)
         publishers.start()
+        agents = [a.proc.pid for a in publishers.agents.values()]
+        nodes, broker = _nodes_cpu_s(ring), _broker_cpu_s(stack)
+        agents_s = sum(tree_cpu_s(a) for a in agents)
         write_s = _write(session, ks, tables)
         started = time.monotonic()
         publishers.wait_caught_up(600)
         catch_up_s = time.monotonic() - started
+        cpu["the three nodes"] = cpu.get("the three nodes", 0.0) + _nodes_cpu_s(ring) - nodes
+        cpu["the three publishers"] = (cpu.get("the three publishers", 0.0)
+                                       + sum(tree_cpu_s(a) for a in agents) - agents_s)
+        cpu["the broker (writes)"] = (cpu.get("the broker (writes)", 0.0)
+                                      + _broker_cpu_s(stack) - broker)
     finally:
         publishers.stop()
         cluster.shutdown()
@@ -197,14 +222,17 @@ def _events(bootstrap: str, prefix: str, ks: str, tables: int) -> int:
     return count
 
 
-def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
+def test_bench_rf3_ring(stack, ring, tmp_path: Path) -> None:
     """Logical changes/s per core at RF=3 from three real publishers: each RING_MODES query
     on each RING_MASTERS master, for each RING_TABLES count."""
     whole: dict[tuple[str, str, int], float] = {}  # (query, master, tables) -> per core
+    # tables -> the publishing's CPU seconds by part; (query, master, tables) -> a run's
+    costs: dict[int, dict[str, float]] = {}
+    runs: dict[tuple[str, str, int], dict[str, float]] = {}
     for tables in TABLES:
         prefix = f"ring3{uuid.uuid4().hex[:6]}"
         ks = f"bench_{uuid.uuid4().hex[:6]}"
-        heads = _publish(ring, prefix, ks, tables)
+        heads = _publish(ring, stack, prefix, ks, tables, costs.setdefault(tables, {}))
         copies = _copies(ring.bootstrap_servers, prefix)
         # the floor writes each record to floor_topic of its key's first 16 bytes: a table's
         # id, or a heartbeat's host (the broker makes no topic on a write)
@@ -212,8 +240,9 @@ def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
             sorted(floor_topic(prefix, head) for head in heads))
         for master in MASTERS:
             for api, cores in RUNS:
-                whole[(api, master, tables)] = _run(ring, tmp_path, prefix, ks, tables, api,
-                                                    cores, master, copies)
+                whole[(api, master, tables)] = _run(
+                    ring, stack, tmp_path, prefix, ks, tables, api, cores, master, copies,
+                    runs.setdefault((api, master, tables), {}))
     print(f"\nchanges/s per core at RF=3 over the whole run ({CHANGES:,} changes, "
           f"a raw topic of {PARTITIONS} partitions; % of the floor of the same tables and "
           f"master, and of {TABLES[0]} table(s)):")
@@ -237,19 +266,49 @@ def test_bench_rf3_ring(ring, tmp_path: Path) -> None:
             if eo and alo:
                 print(f"  {master}, {tables} table(s): exactly-once {eo:,.0f}, at-least-once "
                       f"{alo:,.0f} changes/s per core: {eo / alo:.0%}")
+    _print_costs(costs, runs)
 
 
-def _run(ring: object, tmp_path: Path, prefix: str, ks: str, tables: int, api: str,
-         cores: int, master: str, copies: int) -> float:
+def _print_costs(costs: dict[int, dict[str, float]],
+                 runs: dict[tuple[str, str, int], dict[str, float]]) -> None:
+    """CPU per logical change by part, for each table count and each run of the job, with
+    each part's ratio to the first table count, and casscade's share of the nodes'."""
+    print(f"\nCPU per logical change, in us ({CHANGES:,} changes; x: against "
+          f"{TABLES[0]} table(s)):")
+    base = costs[TABLES[0]]
+    for tables in TABLES:
+        used = costs[tables]
+        print(f"  {tables} table(s), written and published: " + ", ".join(
+            f"{name} {s * 1e6 / CHANGES:.0f}" + (
+                f" ({s / base[name]:.2f}x)" if tables != TABLES[0] and base[name] else "")
+            for name, s in used.items()))
+    for (api, master, tables), used in runs.items():
+        if api.split("+")[0] != "partition":
+            continue
+        first = runs.get((api, master, TABLES[0]), {})
+        ours = (costs[tables]["the three publishers"] + costs[tables]["the broker (writes)"]
+                + sum(used.values()))
+        print(f"  {tables} table(s), {api} on {master}: " + ", ".join(
+            f"{name} {s * 1e6 / CHANGES:.0f}" + (
+                f" ({s / first[name]:.2f}x)" if tables != TABLES[0] and first.get(name)
+                else "") for name, s in used.items())
+            + f"; casscade in all (publishers, broker, job) {ours * 1e6 / CHANGES:.0f}: "
+            f"{ours / costs[tables]['the three nodes']:.0%} of the nodes'")
+
+
+def _run(ring: object, stack: object, tmp_path: Path, prefix: str, ks: str, tables: int,
+         api: str, cores: int, master: str, copies: int, cpu: dict[str, float]) -> float:
     """One query over the prefix's raw topic; prints its figures and returns its changes/s
-    per core over the whole run."""
+    per core over the whole run; puts in `cpu` the CPU seconds the broker and the query
+    (the machine's busy time less the nodes', the broker's and this process's) used."""
     bootstrap = ring.bootstrap_servers  # type: ignore[attr-defined]
     details: list = []
     observed: list = []
     python_cpu: list = []
     waited = _wait_quiet(ring)
-    busy, nodes = machine_busy_s(), _nodes_cpu_s(ring)
     before = _events(bootstrap, prefix, ks, tables)
+    busy, nodes, broker = machine_busy_s(), _nodes_cpu_s(ring), _broker_cpu_s(stack)
+    bench = process_cpu_s(os.getpid())
     progress = run_job(ring, api, cores, prefix,
                        tmp_path / f"ckpt-{prefix}-{api}-{master.replace('/', '_')}",
                        PER_BATCH, dedupe_s=120, details=details, observed=observed,
@@ -272,8 +331,13 @@ def _run(ring: object, tmp_path: Path, prefix: str, ks: str, tables: int, api: s
     if steady:
         print(breakdown(details[1:], cores, logical))
     busy, nodes = machine_busy_s() - busy, _nodes_cpu_s(ring) - nodes
+    broker = _broker_cpu_s(stack) - broker
+    bench = process_cpu_s(os.getpid()) - bench
+    cpu["the broker"], cpu["the job"] = broker, busy - nodes - broker - bench
     print(f"  the ring quiet after {waited:.0f}s of waiting; the whole run (start-up "
-          f"included): {busy:.1f} core-s busy, of it the three nodes {nodes:.1f} core-s")
+          f"included): {busy:.1f} core-s busy, of it the three nodes {nodes:.1f} core-s, "
+          f"the broker {broker:.1f}, this process {bench:.1f}, the query (the rest) "
+          f"{cpu['the job']:.1f}")
     if api.split("+")[0] == "partition":  # the partition stores' observed metrics
         parts = [o.get("partition_state", {}) for o in observed]
         dropped = sum(p.get("copies_dropped", 0) for p in parts)
