@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,10 @@ from publisher.commitlog.errors import DecodeError, UnknownColumnError, UnknownT
 from publisher.commitlog.model import Mutation
 from publisher.commitlog.schema_source import SchemaSource
 from publisher.commitlog.segment import SegmentReader
+
+# Cassandra's node-local keyspaces: no table with CDC lives there, so their mutations need
+# no fresh schema (a schema refresh waits for the next mutation of another keyspace)
+LOCAL_SYSTEM_KEYSPACES = frozenset({"system", "system_schema"})
 
 
 class CommitLogReader:
@@ -38,15 +43,20 @@ class CommitLogReader:
 
     def schema_changed(self) -> None:
         """A system_schema mutation was read: re-read the schema before the next mutation of
-        any other keyspace (one refresh for a run of schema mutations, not one each)."""
+        a keyspace other than system_schema and system (one refresh for a run of schema
+        changes, not one each: every change also writes system.local's schema version,
+        which would otherwise end the run, and a refresh reads the whole schema)."""
         self._schema_dirty = True
 
-    def _is_schema_mutation(self, payload: bytes) -> bool:
+    def _is_local_system_mutation(self, payload: bytes) -> bool:
         # The first partition update's table id follows the update count, one byte whenever
-        # it is below 128 (schema changes write several system_schema tables at once).
-        table = self.decoder.cached_table(payload[1:17]) if payload and payload[0] < 0x80 \
-            else None
-        return table is not None and table.keyspace == "system_schema"
+        # it is below 128 (schema changes write several system_schema tables at once). The
+        # schema source knows the table when the decoder has forgotten it (at a refresh).
+        if not payload or payload[0] >= 0x80 or len(payload) < 17:
+            return False
+        raw = payload[1:17]
+        table = self.decoder.cached_table(raw) or self.schema.table(uuid.UUID(bytes=raw))
+        return table is not None and table.keyspace in LOCAL_SYSTEM_KEYSPACES
 
     def read(self, path: Path | str, until: int | None = None,
              resume_from: int = 0) -> Iterator[Mutation]:
@@ -57,7 +67,7 @@ class CommitLogReader:
         seg_id = segment.descriptor.segment_id
         decode = self.decoder.decode
         for start, position, payload in segment.entries():
-            if self._schema_dirty and not self._is_schema_mutation(payload):
+            if self._schema_dirty and not self._is_local_system_mutation(payload):
                 self._schema_dirty = False
                 if self.schema.refresh():
                     self.decoder.forget()

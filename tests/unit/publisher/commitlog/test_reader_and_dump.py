@@ -47,6 +47,25 @@ def test_unknown_table_triggers_one_refresh_then_decodes() -> None:
     assert any(m.keyspace == "fx" for m in mutations)
 
 
+def test_a_run_of_schema_changes_costs_one_refresh_before_the_next_user_mutation() -> None:
+    # the fixture creates its keyspace and tables one statement at a time: each change's
+    # system_schema mutations, then system.local's schema version and other system writes
+    source = _Source(know_fx_after=0)
+    reader = CommitLogReader(source)
+    keyspaces: list[str] = []
+    refreshes_at_first_fx = None
+    for mutation in reader.read(SEGMENT):
+        if mutation.keyspace == "fx" and refreshes_at_first_fx is None:
+            refreshes_at_first_fx = source.refreshes
+        keyspaces.append(mutation.keyspace)
+        if mutation.keyspace == "system_schema":
+            reader.schema_changed()
+    first_fx = keyspaces.index("fx")
+    assert keyspaces[:first_fx].count("system_schema") > 10  # many changes before it
+    assert set(keyspaces[:first_fx]) - {"system", "system_schema"} == set()
+    assert refreshes_at_first_fx == 1  # not one per change (it was 19)
+
+
 def test_still_unknown_after_refresh_is_a_typed_error() -> None:
     source = _Source(know_fx_after=None)
     reader = CommitLogReader(source)
