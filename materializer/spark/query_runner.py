@@ -100,7 +100,7 @@ def run_query(spark: SparkSession, cfg: MaterializerConfig, progress: ProgressMe
             # (a broker restarting as the query restarts) is ridden out like a failed batch
             error = f"Kafka could not be reached at the query's start: {exc}"
         else:
-            log.info("query started; its first micro-batch also starts the Python workers",
+            log.info("query started",
                      extra={"checkpoint": str(cfg.spark.checkpoint)})
             try:
                 error = _await(running[-1], progress, policy, stop,

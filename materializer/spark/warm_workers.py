@@ -1,0 +1,59 @@
+"""Start the executors' Python workers while the driver sets the query up.
+
+A micro-batch's Python runs in PySpark's workers, which an executor forks from its Python
+daemon the first time a task needs one and then keeps for the next tasks
+(`spark.python.worker.reuse`, on by default). Without a warm-up, the query's first
+micro-batch with input pays for all of it: the daemon's start, a fork per task slot, and in
+each worker the import of pyarrow and of casscade's merge with its clients (on an idle
+2-core machine 0.9 s to start and 1.3 s to initialise, 3 s and 10 s with Cassandra busy on
+the same cores; `bench_first_event`, Spark's event log).
+
+`start` runs a small job of the query's own kind (a mapInArrow over one row per task slot,
+whose function imports the merge's modules) in a thread of its own as soon as Spark is up;
+the driver meanwhile reads the raw topic's partitions, makes the event topics and plans the
+query. The workers it leaves idle have the same pool key as the query's (the same Python,
+worker and daemon modules and environment: a DataFrame's Python function, not an RDD's), so
+the first micro-batch's tasks take them instead of starting their own.
+
+A failure here changes nothing but the first batch's time: it is logged at DEBUG and the
+query starts its workers itself, as it would without the warm-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+THREAD_NAME = "casscade-warm-python-workers"
+
+
+def ready(batches: Iterator[Any]) -> Iterator[Any]:
+    """The warm-up's mapInArrow function: import what the merge task imports, pass the rows
+    through."""
+    import materializer.spark.partition_job  # noqa: F401  (the merge and its clients)
+
+    yield from batches
+
+
+def _run(spark: SparkSession, slots: int) -> None:
+    try:
+        spark.range(0, slots, 1, slots).mapInArrow(ready, "id long").collect()
+        log.debug("Python workers started", extra={"tasks": slots})
+    except Exception as exc:  # noqa: BLE001  (Spark stopping, an executor lost: no harm)
+        log.debug("Python workers' warm-up did not finish", extra={"error": str(exc)[:300]})
+
+
+def start(spark: SparkSession) -> threading.Thread:
+    """Start the Python workers of every task slot Spark knows of now, in the background:
+    the thread, which ends with the warm-up job."""
+    slots = max(1, spark.sparkContext.defaultParallelism)
+    thread = threading.Thread(target=_run, args=(spark, slots), name=THREAD_NAME,
+                              daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,82 @@
+"""The job starts its Python workers while the driver sets the query up
+(`materializer.spark.warm_workers`): the first micro-batch's tasks take workers that are
+already running, or have the running daemon fork one, instead of starting Python.
+
+Read from Spark's own event log: a task reports its "time to start Python workers" (none
+when it took an idle worker from the pool).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from devstack.settings import StackSettings
+
+from support.materializer_harness import (
+    inserted_rows,
+    kill_group,
+    materializer_command,
+    publish_inserts,
+    start_materializer,
+)
+
+pytestmark = pytest.mark.integration
+BOOT = "time to start Python workers"
+RUN = "time to run Python workers"
+ROWS = 200
+
+
+def _python_tasks(events_dir: Path) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
+    """The Python timings (name → ms) of each task that ran Python: the streaming query's
+    tasks, and the others' (the warm-up's)."""
+    logs = list(events_dir.rglob("events_*"))  # (Spark 4's rolling log: a directory)
+    assert logs, f"no Spark event log under {events_dir}"
+    query_stages: set[int] = set()
+    query, other = [], []
+    for line in (x for log in logs for x in log.read_text().splitlines()):
+        event = json.loads(line)
+        if event["Event"] == "SparkListenerJobStart":
+            if "sql.streaming.queryId" in (event.get("Properties") or {}):
+                query_stages.update(event["Stage IDs"])
+        elif event["Event"] == "SparkListenerTaskEnd":
+            times = {a["Name"]: int(a.get("Update", 0))
+                     for a in event["Task Info"].get("Accumulables", [])
+                     if "Python workers" in a.get("Name", "")}
+            if RUN in times:
+                (query if event["Stage ID"] in query_stages else other).append(times)
+    return query, other
+
+
+def test_the_first_micro_batch_takes_workers_started_before_it(
+        stack: StackSettings, tmp_path: Path) -> None:
+    prefix = f"warm{uuid.uuid4().hex[:6]}"
+    publish_inserts(stack.bootstrap_servers, prefix,
+                    {0: range(0, ROWS, 2), 1: range(1, ROWS, 2)})
+    events_dir = tmp_path / "spark-events"
+    events_dir.mkdir()
+    log = tmp_path / "job.log"
+    job = start_materializer(materializer_command(
+        stack, prefix, tmp_path / "checkpoint",
+        "spark.conf.spark.eventLog.enabled=true",
+        f"spark.conf.spark.eventLog.dir={events_dir.as_uri()}",
+        "spark.conf.spark.eventLog.compress=false"), log)
+    try:
+        assert job.wait(300) == 0, log.read_text()[-4000:]
+    finally:
+        kill_group(job)
+    assert len(inserted_rows(stack.bootstrap_servers, prefix)) == ROWS
+    query, warm_up = _python_tasks(events_dir)
+    assert warm_up and all(t.get(BOOT, 0) > 0 for t in warm_up), \
+        f"the warm-up's tasks did not start Python workers: {warm_up}"
+    assert query, "no task of the query ran Python"
+    # a task that takes an idle worker reports no start; one that finds none idle (its
+    # slot freed a moment before the warm-up's worker went back to the pool) has the
+    # running daemon fork one: a fraction of starting the daemon, which the warm-up paid
+    daemon_start = min(t[BOOT] for t in warm_up)
+    assert [t for t in query if t.get(BOOT, 0) >= daemon_start / 2] == [], \
+        f"a task of the query started Python as if nothing ran (the warm-up's: {warm_up}): " \
+        f"{query}"
