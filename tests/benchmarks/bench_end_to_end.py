@@ -41,6 +41,7 @@ from devstack import cassandra, kafka
 from devstack.cassandra import cql_cluster
 from materializer.spark.progress import PARTITION_METRICS
 
+from support.kafka_topics import delete_prefixed
 from support.materializer_harness import kill_group, materializer_command, start_materializer
 from support.publisher_harness import (
     AgentProcess,
@@ -158,6 +159,7 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
             kill_group(job)
         publishers.stop()
         cluster.shutdown()
+        delete_prefixed(ring.bootstrap_servers, prefix)  # 100 tables' topics per run
     for when, result in results:
         _report(f"three nodes at RF=3, a publisher each, {count} table(s), {delivery}, the "
                 f"job starting at the raw topic's {START} offsets{when}", *result)

@@ -56,6 +56,8 @@ from shared.rowupdate import is_row_update
 from shared.rowupdate_reader import read_row_update
 from shared.topic_names import TABLE_ID_SIZE
 
+from support.kafka_topics import delete_prefixed
+
 CHANGES = int(os.environ.get("RING_CHANGES", "120000"))
 PER_BATCH = int(os.environ.get("RING_BATCH", "60000"))
 # partitions of the raw topic: as many as the job's cores by default, as bench_rf3's topic
@@ -238,11 +240,14 @@ def test_bench_rf3_ring(stack, ring, tmp_path: Path) -> None:
         # id, or a heartbeat's host (the broker makes no topic on a write)
         TopicCreator(ring.bootstrap_servers, PARTITIONS, 1).ensure_many(
             sorted(floor_topic(prefix, head) for head in heads))
-        for master in MASTERS:
-            for api, cores in RUNS:
-                whole[(api, master, tables)] = _run(
-                    ring, stack, tmp_path, prefix, ks, tables, api, cores, master, copies,
-                    runs.setdefault((api, master, tables), {}))
+        try:
+            for master in MASTERS:
+                for api, cores in RUNS:
+                    whole[(api, master, tables)] = _run(
+                        ring, stack, tmp_path, prefix, ks, tables, api, cores, master,
+                        copies, runs.setdefault((api, master, tables), {}))
+        finally:
+            delete_prefixed(ring.bootstrap_servers, prefix)
     print(f"\nchanges/s per core at RF=3 over the whole run ({CHANGES:,} changes, "
           f"a raw topic of {PARTITIONS} partitions; % of the floor of the same tables and "
           f"master, and of {TABLES[0]} table(s)):")

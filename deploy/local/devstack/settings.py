@@ -39,7 +39,10 @@ class StackSettings:
     # Apicurio Registry (`stack registry up`); not 8081-8082: Spark's worker UIs use them
     registry_port: int = 8085
     hdfs_port: int = 9820  # the NameNode's RPC port (`stack hdfs up`; devstack.hdfs)
-    kafka_heap: str = "512m"
+    # Kafka's own default (kafka-server-start.sh). 512m ran out of heap (OutOfMemoryError,
+    # then the broker's fatal fault) after the benchmarks had made and deleted some 5,000
+    # partitions of 1,000-table runs
+    kafka_heap: str = "1g"
     connect_heap: str = "384m"
     cassandra_heap: str = "1024m"
     # Which Cassandra line the nodes run: 4.0, 4.1 or 5.0 (devstack.cassandra_versions).
