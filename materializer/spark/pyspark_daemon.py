@@ -107,7 +107,9 @@ if __name__ == "__main__":
     from pyspark import daemon
 
     from materializer.spark import pyspark_daemon  # the module the workers' tasks import
+    from materializer.spark.warm_workers import preload
 
     pyspark_daemon.watch_arrow_input()
+    preload()  # every worker forked from here starts with the merge loaded
     traceback.print_exc = print_exc_unless_gone
     daemon.manager()

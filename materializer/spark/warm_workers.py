@@ -4,16 +4,18 @@ A micro-batch's Python runs in PySpark's workers, which an executor forks from i
 daemon the first time a task needs one and then keeps for the next tasks
 (`spark.python.worker.reuse`, on by default). Without a warm-up, the query's first
 micro-batch with input pays for all of it: the daemon's start, a fork per task slot, and in
-each worker the import of pyarrow and of casscade's merge with its clients (on an idle
+each worker the import of pyarrow, pandas and casscade's merge with its clients (on an idle
 2-core machine 0.9 s to start and 1.3 s to initialise, 3 s and 10 s with Cassandra busy on
 the same cores; `bench_first_event`, Spark's event log).
 
-`start` runs a small job of the query's own kind (a mapInArrow over one row per task slot,
-whose function imports the merge's modules) in a thread of its own as soon as Spark is up;
-the driver meanwhile reads the raw topic's partitions, makes the event topics and plans the
-query. The workers it leaves idle have the same pool key as the query's (the same Python,
+`start` runs a small job of the query's own kind (a mapInArrow over one row per task slot)
+in a thread of its own as soon as Spark is up; the driver meanwhile reads the raw topic's
+partitions, makes the event topics and plans the query. The job starts each executor's
+daemon, which loads the merge's modules before it forks a worker (`preload`), and a worker
+per slot. The workers it leaves idle have the same pool key as the query's (the same Python,
 worker and daemon modules and environment: a DataFrame's Python function, not an RDD's), so
-the first micro-batch's tasks take them instead of starting their own.
+the first micro-batch's tasks take them; a task that finds none idle (its slot freed a
+moment before the worker went back to the pool) has the daemon fork one, loaded already.
 
 A failure here changes nothing but the first batch's time: it is logged at DEBUG and the
 query starts its workers itself, as it would without the warm-up.
@@ -33,11 +35,23 @@ log = logging.getLogger(__name__)
 THREAD_NAME = "casscade-warm-python-workers"
 
 
-def ready(batches: Iterator[Any]) -> Iterator[Any]:
-    """The warm-up's mapInArrow function: import what the merge task imports, pass the rows
-    through."""
-    import materializer.spark.partition_job  # noqa: F401  (the merge and its clients)
+def preload() -> None:
+    """Import what a merge task needs (the merge and its clients, pyarrow, pandas), so that
+    a worker forked from this process starts with it (PySpark's daemon, which forks them,
+    calls this before its first fork: `materializer.spark.pyspark_daemon`)."""
+    import pyarrow as pa
 
+    import materializer.spark.partition_job  # noqa: F401
+
+    # pyarrow imports pandas at the first array it builds from Python objects, as the
+    # task's output does (0.2-0.3 s on an idle core)
+    pa.array([0], pa.int64())
+
+
+def ready(batches: Iterator[Any]) -> Iterator[Any]:
+    """The warm-up's mapInArrow function: what the merge task needs loaded (preload; done
+    already in a worker forked from a daemon that preloaded it), the rows passed through."""
+    preload()
     yield from batches
 
 
