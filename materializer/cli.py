@@ -86,7 +86,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     from materializer.checkpoint.records import CheckpointRefused
     from materializer.kafka.job_lease import LeaseLost
     from materializer.kafka.start_topics import OldRawLayout
-    from materializer.spark import job, warm_workers
+    from materializer.spark import job
     from materializer.spark.query_runner import QueryFailed, run_query
     from shared.logs import setup_logging
 
@@ -113,7 +113,6 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     spark, archive = job.open_session(cfg, available_now=available_now)
     stop.install()  # PySpark's SparkContext installs a SIGINT handler of its own
     spark.sparkContext.setLogLevel("WARN")
-    warm_workers.start(spark)  # while the driver reads Kafka and plans the query
     try:
         run_query(spark, cfg, progress, stop, running, available_now, lease)
     except (CheckpointRefused, OldRawLayout, CheckpointFileError, QueryFailed,

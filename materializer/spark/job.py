@@ -22,7 +22,13 @@ from materializer.kafka.truncate_barrier import Render, TruncateBarrierWriter
 from materializer.output.event_settings import EventSettings
 from materializer.rules.truncate_barrier import Due
 from materializer.settings import MaterializerConfig, SparkSettings
-from materializer.spark import class_archive, hadoop_files, partition_job, pyspark_internals
+from materializer.spark import (
+    class_archive,
+    hadoop_files,
+    partition_job,
+    pyspark_internals,
+    warm_workers,
+)
 from materializer.store.layout import state_root
 from materializer.task.worker_clients import key_handler
 from shared import topic_names
@@ -202,6 +208,7 @@ def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = Fa
           ) -> tuple[StreamingQuery, TruncateBarrierWriter]:
     """Start the query; `available_now` processes what is in Kafka now, then stops. With it,
     the truncate barrier's writer, for the driver to poll while the query runs."""
+    warm_workers.start(spark)  # while the driver reads Kafka and plans the query
     k = cfg.kafka
     raw = raw_partitions(k.client(), k.topic_prefix)
     made = frozenset(create_event_topics(k.client(), k.topic_prefix, cfg.events))

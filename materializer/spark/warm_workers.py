@@ -9,13 +9,15 @@ each worker the import of pyarrow, pandas and casscade's merge with its clients 
 the same cores; `bench_first_event`, Spark's event log).
 
 `start` runs a small job of the query's own kind (a mapInArrow over one row per task slot)
-in a thread of its own as soon as Spark is up; the driver meanwhile reads the raw topic's
-partitions, makes the event topics and plans the query. The job starts each executor's
-daemon, which loads the merge's modules before it forks a worker (`preload`), and a worker
-per slot. The workers it leaves idle have the same pool key as the query's (the same Python,
-worker and daemon modules and environment: a DataFrame's Python function, not an RDD's), so
-the first micro-batch's tasks take them; a task that finds none idle (its slot freed a
-moment before the worker went back to the pool) has the daemon fork one, loaded already.
+in a thread of its own as the query starts (`materializer.spark.job.start`; at a restart
+after a failure it finds the workers running and costs a few ms), while the driver reads
+the raw topic's partitions, makes the event topics and plans the query. The job starts
+each executor's daemon, which loads the merge's modules before it forks a worker
+(`preload`), and a worker per slot. The workers it leaves idle have the same pool key as
+the query's (the same Python, worker and daemon modules and environment: a DataFrame's
+Python function, not an RDD's), so the first micro-batch's tasks take them; a task that
+finds none idle (its slot freed a moment before the worker went back to the pool) has the
+daemon fork one, loaded already.
 
 A failure here changes nothing but the first batch's time: it is logged at DEBUG and the
 query starts its workers itself, as it would without the warm-up.
