@@ -20,6 +20,10 @@ works the way they rely on.
    waiting there for its next task fails to flush, and PySpark's daemon prints
    `BrokenPipeError` with a traceback for it: the worker's end, not an error. The daemon
    runs with that one traceback left out (any other still prints).
+
+Beside them, and reaching nothing of PySpark's: the daemon loads the merge's modules,
+pyarrow and pandas before it forks its first worker (`materializer.spark.warm_workers.
+preload`), so every worker starts with them.
 """
 
 from __future__ import annotations

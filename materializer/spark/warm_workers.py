@@ -4,9 +4,9 @@ A micro-batch's Python runs in PySpark's workers, which an executor forks from i
 daemon the first time a task needs one and then keeps for the next tasks
 (`spark.python.worker.reuse`, on by default). Without a warm-up, the query's first
 micro-batch with input pays for all of it: the daemon's start, a fork per task slot, and in
-each worker the import of pyarrow, pandas and casscade's merge with its clients (on an idle
-2-core machine 0.9 s to start and 1.3 s to initialise, 3 s and 10 s with Cassandra busy on
-the same cores; `bench_first_event`, Spark's event log).
+each worker the import of pyarrow, pandas and casscade's merge with its clients (Spark's
+event log of a new job's first micro-batch: 0.9 s to start and 1.3 s to initialise a worker
+on an idle 2-core machine, 3 s and 10 s with three Cassandra nodes busy on the same cores).
 
 `start` runs a small job of the query's own kind (a mapInArrow over one row per task slot)
 in a thread of its own as the query starts (`materializer.spark.job.start`; at a restart
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 THREAD_NAME = "casscade-warm-python-workers"
+DESCRIPTION = "casscade: start the Python workers"
 
 
 def preload() -> None:
@@ -59,6 +60,8 @@ def ready(batches: Iterator[Any]) -> Iterator[Any]:
 
 def _run(spark: SparkSession, slots: int) -> None:
     try:
+        # (a local property of this thread: what Spark's UI and event log call the job)
+        spark.sparkContext.setJobDescription(DESCRIPTION)
         spark.range(0, slots, 1, slots).mapInArrow(ready, "id long").collect()
         log.debug("Python workers started", extra={"tasks": slots})
     except Exception as exc:  # noqa: BLE001  (Spark stopping, an executor lost: no harm)

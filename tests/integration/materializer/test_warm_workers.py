@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from devstack.settings import StackSettings
+from materializer.spark.warm_workers import DESCRIPTION
 
 from support.materializer_harness import (
     inserted_rows,
@@ -32,23 +33,26 @@ ROWS = 200
 
 def _python_tasks(events_dir: Path) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
     """The Python timings (name → ms) of each task that ran Python: the streaming query's
-    tasks, and the others' (the warm-up's)."""
+    tasks, and the warm-up's."""
     logs = list(events_dir.rglob("events_*"))  # (Spark 4's rolling log: a directory)
     assert logs, f"no Spark event log under {events_dir}"
-    query_stages: set[int] = set()
-    query, other = [], []
+    stages: dict[int, str] = {}  # stage → "query" or "warm-up"
+    tasks: dict[str, list[dict[str, int]]] = {"query": [], "warm-up": []}
     for line in (x for log in logs for x in log.read_text().splitlines()):
         event = json.loads(line)
         if event["Event"] == "SparkListenerJobStart":
-            if "sql.streaming.queryId" in (event.get("Properties") or {}):
-                query_stages.update(event["Stage IDs"])
-        elif event["Event"] == "SparkListenerTaskEnd":
+            props = event.get("Properties") or {}
+            kind = ("query" if "sql.streaming.queryId" in props else "warm-up"
+                    if props.get("spark.job.description") == DESCRIPTION else None)
+            if kind:
+                stages.update(dict.fromkeys(event["Stage IDs"], kind))
+        elif event["Event"] == "SparkListenerTaskEnd" and event["Stage ID"] in stages:
             times = {a["Name"]: int(a.get("Update", 0))
                      for a in event["Task Info"].get("Accumulables", [])
                      if "Python workers" in a.get("Name", "")}
             if RUN in times:
-                (query if event["Stage ID"] in query_stages else other).append(times)
-    return query, other
+                tasks[stages[event["Stage ID"]]].append(times)
+    return tasks["query"], tasks["warm-up"]
 
 
 def test_the_first_micro_batch_takes_workers_started_before_it(
