@@ -92,12 +92,19 @@ class ProducerRefused(ValueError):
     """librdkafka refuses the event producers' settings (`kafka.producer`)."""
 
 
+def producer_settings(kafka: Mapping[str, str], producer: Mapping[str, str]
+                      ) -> dict[str, Any]:
+    """The event producers' client settings: the job's Kafka client settings, `kafka.
+    producer` over them (what `producer_conf` then completes)."""
+    return client_conf(kafka) | dict(producer)
+
+
 def check_producer(kafka: Mapping[str, str], producer: Mapping[str, str], timeout_ms: int
                    ) -> None:
     """ProducerRefused if librdkafka will not make a partition's transactional producer
     from these settings (an unknown or conflicting `kafka.producer` setting), found before
     Spark starts instead of failing every task (made and dropped at once)."""
-    conf = producer_conf(client_conf(kafka) | dict(producer), "casscade-settings-check",
+    conf = producer_conf(producer_settings(kafka, producer), "casscade-settings-check",
                          timeout_ms)
     try:
         Producer(conf)
@@ -290,7 +297,7 @@ def transaction_for(kafka: Mapping[str, str], producer: Mapping[str, str],
               else "another process committed since (changelog end)")
     log.info("a transactional producer is initialised", extra={
         "transactional_id": transactional_id, "why": reason})
-    conf = with_refusal_log(client_conf(kafka), log) | dict(producer)
+    conf = with_refusal_log(producer_settings(kafka, producer), log)
     txn = _PROCESS[transactional_id] = PartitionTransaction(conf, transactional_id,
                                                             timeout_ms)
     owner_file.parent.mkdir(parents=True, exist_ok=True)
