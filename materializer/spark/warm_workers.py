@@ -9,15 +9,17 @@ event log of a new job's first micro-batch: 0.9 s to start and 1.3 s to initiali
 on an idle 2-core machine, 3 s and 10 s with three Cassandra nodes busy on the same cores).
 
 `start` runs a small job of the query's own kind (a mapInArrow over one row per task slot)
-in a thread of its own as the query starts (`materializer.spark.job.start`; at a restart
-after a failure it finds the workers running and costs a few ms), while the driver reads
+in a thread of its own as the query starts (`materializer.spark.job.start`, so a restart
+after a failure runs it again and finds the workers still running), while the driver reads
 the raw topic's partitions, makes the event topics and plans the query. The job starts
 each executor's daemon, which loads the merge's modules before it forks a worker
 (`preload`), and a worker per slot. The workers it leaves idle have the same pool key as
 the query's (the same Python, worker and daemon modules and environment: a DataFrame's
 Python function, not an RDD's), so the first micro-batch's tasks take them; a task that
 finds none idle (its slot freed a moment before the worker went back to the pool) has the
-daemon fork one, loaded already.
+daemon fork one, loaded already. On a cluster, the slots are those of the executors
+registered when it runs (at least 2): executors that register later start their workers
+in the first batch.
 
 A failure here changes nothing but the first batch's time: it is logged at DEBUG and the
 query starts its workers itself, as it would without the warm-up.
