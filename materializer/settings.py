@@ -40,6 +40,10 @@ class KafkaSettings:
         return client_settings(self.bootstrap_servers, self.security)
 
 
+# spark.driver_jit → the driver JVM's flags for it
+DRIVER_JIT = {"c1": "-XX:TieredStopAtLevel=1", "tiered": ""}
+
+
 @dataclass
 class SparkSettings:
     """The Spark application. `master`: local[N] runs embedded; spark://HOST:PORT connects
@@ -70,6 +74,13 @@ class SparkSettings:
     # batch reads and writes only the pages it can change; may change between runs
     state_page_rows: int = 256
     driver_memory: str = "1g"
+    # the driver JVM's JIT compiler: "c1", HotSpot's first tier only
+    # (-XX:TieredStopAtLevel=1): Spark's driver runs much code a few times per micro-batch,
+    # and the second tier (C2) spent half the job's JVM CPU compiling it through its first
+    # minutes (docs/benchmarks.md "The driver's JIT"); "tiered": the JVM's own default.
+    # On a local master the driver is also the executor. Not for spark-submit's drivers; a
+    # flag of the same name in spark.conf's spark.driver.extraJavaOptions comes later, and wins
+    driver_jit: str = "c1"
     # The raw partitions of a micro-batch are coalesced, without a shuffle, into at
     # most this many tasks, each reading its partitions whole (each task has a fixed cost
     # of its own). 0: on a local master as many as Spark has cores; on a cluster none (a
@@ -100,6 +111,9 @@ class SparkSettings:
     class_archive_dir: str = ""
 
     def __post_init__(self) -> None:
+        if self.driver_jit not in DRIVER_JIT:
+            raise ValueError(f"spark.driver_jit {self.driver_jit!r}: one of "
+                             + ", ".join(DRIVER_JIT))
         if "://" not in str(self.checkpoint):  # a URI keeps its "//"; a path is tidied
             self.checkpoint = str(Path(self.checkpoint).expanduser())
         if str(self.conf.get("spark.speculation", "false")).strip().lower() != "false":

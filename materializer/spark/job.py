@@ -21,7 +21,7 @@ from materializer.kafka.start_topics import create_event_topics, raw_partitions
 from materializer.kafka.truncate_barrier import Render, TruncateBarrierWriter
 from materializer.output.event_settings import EventSettings
 from materializer.rules.truncate_barrier import Due
-from materializer.settings import MaterializerConfig, SparkSettings
+from materializer.settings import DRIVER_JIT, MaterializerConfig, SparkSettings
 from materializer.spark import (
     class_archive,
     hadoop_files,
@@ -72,8 +72,8 @@ def archive_plan(cfg: MaterializerConfig) -> class_archive.Plan | None:
         return None
     import pyspark
 
-    flags = " ".join([os.environ.get("SPARK_SUBMIT_OPTS", ""),
-                      s.conf.get("spark.driver.extraJavaOptions", ""), s.driver_memory])
+    flags = " ".join([os.environ.get("SPARK_SUBMIT_OPTS", ""), driver_java_options(s),
+                      s.driver_memory])
     key = class_archive.archive_key(class_archive.java_identity(), pyspark.__version__,
                                     _jars(cfg).split(","), flags)
     return class_archive.plan(Path(s.class_archive_dir).expanduser(), key, pid_alive)
@@ -169,12 +169,19 @@ def session(cfg: MaterializerConfig, available_now: bool = False,
     # a speculative second attempt of a task would be a second writer of its partition
     # store and changelog (SparkSettings refuses the setting; Spark's default is off too)
     builder = builder.config("spark.speculation", "false")
-    if archive is not None and archive.options:
-        extra = s.conf.get("spark.driver.extraJavaOptions", "")
-        builder = builder.config("spark.driver.extraJavaOptions",
-                                 f"{extra} {archive.options}".strip())
+    options = driver_java_options(s, archive)
+    if options and s.master != "submit":
+        builder = builder.config("spark.driver.extraJavaOptions", options)
     with pyspark_internals.jvm_in_own_session():
         return builder.getOrCreate()
+
+
+def driver_java_options(s: SparkSettings, archive: class_archive.Plan | None = None) -> str:
+    """spark.driver.extraJavaOptions for a driver JVM casscade starts: the JIT flag of
+    spark.driver_jit, then the user's own (a later flag wins), then the class archive's."""
+    return " ".join(filter(None, [DRIVER_JIT[s.driver_jit],
+                                  s.conf.get("spark.driver.extraJavaOptions", "").strip(),
+                                  archive.options if archive is not None else ""]))
 
 
 def files_session(cfg: MaterializerConfig) -> SparkSession:

@@ -1,12 +1,13 @@
 """Integration tests only: the Spark drivers they start are short-lived, so their JVMs run
-with the C1 compiler alone and SerialGC (measured, 3 interleaved rounds: a 2,000-record
-`materializer run --available-now` in 26.2-27.3 s instead of 28.8-32.0 s on this 2-core
-machine), and map a class archive (spark.class_archive_dir, under the state directory: the
-first job that ends cleanly writes it; measured, 4 interleaved rounds of a 500-record run:
-19.3-22.9 s instead of 27.5-30.6 s). -Xshare:on makes a driver that cannot map its archive
-fail to start instead of running slower unnoticed. The launcher reads SPARK_LAUNCHER_OPTS,
-the driver SPARK_SUBMIT_OPTS; Cassandra, Kafka and the Spark daemons do not read either.
-Benchmarks (tests/benchmarks) keep the JVM defaults and no archive."""
+with SerialGC and the C1 compiler alone, the launcher's too (the job's driver has C1 alone
+by default, spark.driver_jit; measured before that default, 3 interleaved rounds: a
+2,000-record `materializer run --available-now` in 26.2-27.3 s instead of 28.8-32.0 s on
+this 2-core machine), and map a class archive (spark.class_archive_dir, under the state
+directory: the first job that ends cleanly writes it; measured, 4 interleaved rounds of a
+500-record run: 19.3-22.9 s instead of 27.5-30.6 s). -Xshare:on makes a driver that cannot
+map its archive fail to start instead of running slower unnoticed. The launcher reads
+SPARK_LAUNCHER_OPTS, the driver SPARK_SUBMIT_OPTS; Cassandra, Kafka and the Spark daemons
+do not read either. Benchmarks (tests/benchmarks) keep the job's defaults and no archive."""
 
 from __future__ import annotations
 

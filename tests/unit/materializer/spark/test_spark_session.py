@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from materializer.settings import SparkSettings
+from materializer.spark import class_archive
 from materializer.spark.job import (
     PARTITION_LOCALITY_WAIT,
     SPARK_CONSUMER_CACHE,
     consumer_cache_capacity,
+    driver_java_options,
     scheduling_conf,
 )
 
@@ -24,3 +30,24 @@ def test_a_task_waits_for_the_executor_holding_its_store() -> None:
     # the user's wait stands, at either key
     for key in ("spark.locality.wait", "spark.locality.wait.process"):
         assert scheduling_conf(SparkSettings(conf={key: "1s"})) == {}
+
+
+def test_the_driver_jvm_compiles_with_the_first_tier_by_default() -> None:
+    assert driver_java_options(SparkSettings()) == "-XX:TieredStopAtLevel=1"
+    assert driver_java_options(SparkSettings(driver_jit="tiered")) == ""
+
+
+def test_the_users_java_options_come_after_the_jit_flag_and_before_the_archive() -> None:
+    archive = class_archive.Plan("-XX:SharedArchiveFile=/a/x.jsa", False, Path("/a/x.jsa"),
+                                 Path("/a/x.part"), Path("/a/x.lock"))
+    user = SparkSettings(conf={"spark.driver.extraJavaOptions": " -XX:TieredStopAtLevel=4 "})
+    # HotSpot takes the last of a repeated flag: the user's own wins over the default
+    assert driver_java_options(user, archive) == (
+        "-XX:TieredStopAtLevel=1 -XX:TieredStopAtLevel=4 -XX:SharedArchiveFile=/a/x.jsa")
+    assert driver_java_options(SparkSettings(driver_jit="tiered"), archive) == (
+        "-XX:SharedArchiveFile=/a/x.jsa")
+
+
+def test_an_unknown_jit_is_refused_with_the_choices() -> None:
+    with pytest.raises(ValueError, match=r"spark\.driver_jit 'c2': one of c1, tiered"):
+        SparkSettings(driver_jit="c2")
