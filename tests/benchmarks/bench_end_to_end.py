@@ -18,7 +18,12 @@ micro-batch with input (the publishers' heartbeats: its Python workers have star
 bench_first_event measures); "earliest" replays it, and the writes start at the job's
 first event. With BENCH_RESTART=1 (the default) the job is then stopped (SIGTERM) and
 started again on its checkpoint, and the same writes are measured from its first
-micro-batch on.
+micro-batch on. Before its first run the ring takes RING_WARMUP_S s of the same writes into a
+table without CDC: a cluster in service has compiled its write path, while a ring started a
+minute ago spends the two cores doing so through the first run's minute (measured: p99 8.25 s
+on a fresh ring, 3.45-4.75 s in the later runs of the same session). BENCH_DRIVER_JIT
+(spark.driver_jit, "c1" by default; "c1,tiered,c1,tiered" alternates) repeats each run with
+each entry.
 """
 
 from __future__ import annotations
@@ -63,6 +68,8 @@ TABLES = [int(n) for n in os.environ.get("BENCH_TABLES", "1").split(",")]
 # the RF=3 runs, each table count with each events.delivery, one after the other
 DELIVERIES = os.environ.get("BENCH_DELIVERY", "exactly-once,at-least-once").split(",")
 QUIET_S = int(os.environ.get("BENCH_QUIET_S", "60"))
+RING_WARMUP_S = int(os.environ.get("BENCH_RING_WARMUP_S", "60"))
+JITS = os.environ.get("BENCH_DRIVER_JIT", "c1").split(",")  # the RF=3 job's spark.driver_jit
 START = os.environ.get("BENCH_START", "latest")  # the RF=3 job's kafka.starting_offsets
 RESTART = os.environ.get("BENCH_RESTART", "1") == "1"  # the RF=3 runs measure a restart too
 # more of the job's settings, space-separated (spark.conf.spark.eventLog.enabled=true ...)
@@ -96,26 +103,57 @@ def test_bench_end_to_end_latency_rf3(stack, ring, tmp_path) -> None:
     """Three nodes at RF=3 (writes at QUORUM, spread by the driver), a publisher beside each
     node, the job: every change reaches the job three times. Also printed: where the two
     cores went over the measured seconds and over QUIET_S quiet ones, per process tree."""
-    for count in TABLES:
-        for delivery in DELIVERIES:
-            _latency_rf3(stack, ring, tmp_path / f"tables{count}-{delivery}", count, delivery)
+    _warm_ring(ring)
+    runs = [(count, delivery, jit) for count in TABLES for delivery in DELIVERIES
+            for jit in JITS]
+    for i, (count, delivery, jit) in enumerate(runs):
+        _latency_rf3(stack, ring, tmp_path / f"{i}-tables{count}-{delivery}-{jit}", count,
+                     delivery, jit)
 
 
-def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
-                 delivery: str = "exactly-once") -> None:
-    """The RF=3 run with the writes spread over `count` tables, events.delivery
-    `delivery`."""
+def _quorum_cluster(ring: Any) -> Any:
+    """A driver cluster for the ring, its statements at QUORUM."""
     from cassandra import ConsistencyLevel
     from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
+    cluster = cql_cluster(ring)
+    cluster.profile_manager.profiles[EXEC_PROFILE_DEFAULT].consistency_level = \
+        ConsistencyLevel.QUORUM
+    return cluster
+
+
+def _warm_ring(ring: Any) -> None:
+    """RING_WARMUP_S s of writes at RATE into a table without CDC (no publisher reads
+    them), so that the nodes have compiled their write path before a job is measured."""
+    if RING_WARMUP_S <= 0:
+        return
+    cluster = _quorum_cluster(ring)
+    try:
+        session = cluster.connect()
+        ks = f"latwarm_{uuid.uuid4().hex[:6]}"
+        session.execute(f"CREATE KEYSPACE {ks} WITH replication = "
+                        "{'class': 'SimpleStrategy', 'replication_factor': 3}")
+        session.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, written bigint)")
+        insert = session.prepare(f"INSERT INTO {ks}.t (k, written) VALUES (?, ?)")
+        futures = [session.execute_async(insert, (k, time.time_ns() // 1000))
+                   for k in paced(RATE, RATE * RING_WARMUP_S)]
+        for future in futures:
+            future.result()
+        session.execute(f"DROP KEYSPACE {ks}")
+    finally:
+        cluster.shutdown()
+
+
+def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
+                 delivery: str = "exactly-once", jit: str = "c1") -> None:
+    """The RF=3 run with the writes spread over `count` tables, events.delivery
+    `delivery`, the job's spark.driver_jit `jit`."""
     from support.ring_harness import RingPublishers
 
     prefix = f"lat3{uuid.uuid4().hex[:6]}"
     tmp_path.mkdir(parents=True)
     publishers = RingPublishers(ring, tmp_path, prefix)
-    cluster = cql_cluster(ring)
-    cluster.profile_manager.profiles[EXEC_PROFILE_DEFAULT].consistency_level = \
-        ConsistencyLevel.QUORUM
+    cluster = _quorum_cluster(ring)
     job = None
     try:
         session = cluster.connect()
@@ -132,7 +170,7 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
         for insert in inserts:  # each table's schema published before the job starts
             session.execute(insert, (-1, time.time_ns() // 1000))
         publishers.wait_caught_up()
-        job = _start_job(ring, prefix, tmp_path, delivery, START)
+        job = _start_job(ring, prefix, tmp_path, delivery, START, jit)
         nodes = [cassandra.running_pid(n) for n in ring.all_nodes()]
         broker = kafka.running_pid(stack)
         assert None not in nodes and broker is not None, (nodes, broker)
@@ -144,7 +182,7 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
                                  lambda: _cpu(trees), from_progress=START == "latest"))]
         if RESTART:
             _stop_job(job)
-            job = _start_job(ring, prefix, tmp_path, delivery, START)
+            job = _start_job(ring, prefix, tmp_path, delivery, START, jit)
             trees["the job"] = [job.pid]
             results.append((", after a restart of the job", _measure(
                 session, inserts, ring.bootstrap_servers, topics, job, lambda: _cpu(trees),
@@ -161,8 +199,9 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
         cluster.shutdown()
         delete_prefixed(ring.bootstrap_servers, prefix)  # 100 tables' topics per run
     for when, result in results:
-        _report(f"three nodes at RF=3, a publisher each, {count} table(s), {delivery}, the "
-                f"job starting at the raw topic's {START} offsets{when}", *result)
+        _report(f"three nodes at RF=3, a publisher each, {count} table(s), {delivery}, "
+                f"spark.driver_jit {jit}, the job starting at the raw topic's {START} "
+                f"offsets{when}", *result)
     machine = quiet.pop("machine")
     print(f"cores busy over {QUIET_S}s with no writes, {count} table(s), {delivery}: "
           f"{machine:.2f}: "
@@ -178,13 +217,14 @@ def _cpu(trees: dict[str, list[int]]) -> dict[str, float]:
 
 
 def _start_job(stack: Any, prefix: str, tmp_path: Path, delivery: str = "exactly-once",
-               start: str = "earliest") -> Any:
+               start: str = "earliest", jit: str = "c1") -> Any:
     """The materializer following `prefix`'s raw topic, triggered every TRIGGER_MS, from
-    `start` (kafka.starting_offsets) on a new checkpoint."""
+    `start` (kafka.starting_offsets) on a new checkpoint, spark.driver_jit `jit`."""
     return start_materializer(materializer_command(
         stack, prefix, tmp_path / "ckpt", f"spark.trigger_interval_ms={TRIGGER_MS}",
         f"http.port={HTTP_PORT}", f"events.delivery={delivery}",
-        f"kafka.starting_offsets={start}", *JOB_SETS, available_now=False),
+        f"kafka.starting_offsets={start}", f"spark.driver_jit={jit}", *JOB_SETS,
+        available_now=False),
         tmp_path / "job.log")
 
 

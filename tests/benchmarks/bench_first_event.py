@@ -9,7 +9,9 @@ the archive exists and the jars are in the page cache). Printed per run: seconds
 first event and to the job's exit. Issue 14's goal: the first event within 15 s. With
 FIRST_TABLES (a list of counts, default 1) the changes go round-robin over that many
 tables (bench_many_tables' input: a schema and an event topic each), and the first event
-of any of them counts (issue 50's goal: within 15 s at 1,000 tables).
+of any of them counts (issue 50's goal: within 15 s at 1,000 tables). FIRST_DRIVER_JIT
+(spark.driver_jit, "c1" by default; "c1,tiered" alternates them in each round, each with
+its own first run, as the archive depends on the JVM's flags).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from support.materializer_harness import kill_group, materializer_command, start
 CHANGES = int(os.environ.get("FIRST_CHANGES", "2000"))
 ROUNDS = int(os.environ.get("FIRST_ROUNDS", "2"))
 TABLES = [int(n) for n in os.environ.get("FIRST_TABLES", "1").split(",")]
+JITS = os.environ.get("FIRST_DRIVER_JIT", "c1").split(",")
 
 
 def _publish(bootstrap: str, prefix: str) -> None:
@@ -58,9 +61,10 @@ def _event_topics(bootstrap: str, prefix: str, count: int) -> list[str]:
     return topics
 
 
-def _first_event(stack, archive: Path, work: Path, count: int = 1) -> tuple[float, float]:
-    """Seconds from the job's start to its first event (of any of `count` tables), and to
-    its exit."""
+def _first_event(stack, archive: Path, work: Path, count: int = 1, jit: str = "c1"
+                 ) -> tuple[float, float]:
+    """Seconds from the job's start (spark.driver_jit `jit`) to its first event (of any of
+    `count` tables), and to its exit."""
     prefix = f"first{uuid.uuid4().hex[:6]}"
     # the event topics made beforehand and read by assignment: no group join or topic
     # discovery in the measured time
@@ -72,7 +76,8 @@ def _first_event(stack, archive: Path, work: Path, count: int = 1) -> tuple[floa
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
                      for topic in topics for p in meta[topic].partitions])
     cmd = materializer_command(stack, prefix, work / f"ckpt-{prefix}",
-                               f"spark.class_archive_dir={archive}")
+                               f"spark.class_archive_dir={archive}",
+                               f"spark.driver_jit={jit}")
     started = time.monotonic()
     job = start_materializer(cmd, work / f"{prefix}.log")
     first = exited = None
@@ -99,11 +104,14 @@ def _first_event(stack, archive: Path, work: Path, count: int = 1) -> tuple[floa
 def test_bench_first_event(stack, tmp_path: Path) -> None:
     """Seconds to the job's first event, the class archive written first."""
     archive = tmp_path / "class-archive"
-    first, done = _first_event(stack, archive, tmp_path)
-    print(f"\nfirst run (writes the class archive): first event after "
-          f"{first:.1f}s, job ended after {done:.1f}s")
+    for jit in JITS:
+        first, done = _first_event(stack, archive, tmp_path, jit=jit)
+        print(f"\nfirst run, spark.driver_jit {jit} (writes the class archive): first event "
+              f"after {first:.1f}s, job ended after {done:.1f}s")
     for count in TABLES:
         for rnd in range(ROUNDS):
-            first, done = _first_event(stack, archive, tmp_path, count)
-            print(f"round {rnd + 1}: {CHANGES:,} changes x 3 copies over {count} table(s); "
-                  f"first event after {first:.1f}s, job ended after {done:.1f}s")
+            for jit in JITS:
+                first, done = _first_event(stack, archive, tmp_path, count, jit)
+                print(f"round {rnd + 1}: {CHANGES:,} changes x 3 copies over {count} "
+                      f"table(s), spark.driver_jit {jit}; first event after {first:.1f}s, "
+                      f"job ended after {done:.1f}s")

@@ -3,7 +3,8 @@
 
 Read here: BENCH_MASTER, a cluster's master (spark://...) instead of local[cores], a run's
 cores then its executors' cores. Read by the query's process (RUN): BENCH_FORMAT (through
-raw_workload), BENCH_EXTRA_CP (local mode: a jar for the driver's class path, which is the
+raw_workload), BENCH_DRIVER_JIT (spark.driver_jit: tiered to compare with the default
+c1), BENCH_EXTRA_CP (local mode: a jar for the driver's class path, which is the
 executor's), BENCH_SPARK_CONF (spark.conf entries to try, name=value;name=value) and
 BENCH_KAFKA_TUNED (the Kafka client settings of a query named with "+kafka":
 comma-separated c:name=value for the source's consumer, p:name=value for the sink's
@@ -48,6 +49,8 @@ if api.startswith("jvm-floor"):  # its shuffle and state store, which the job no
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"})
+if os.environ.get("BENCH_DRIVER_JIT"):
+    cfg.spark.driver_jit = os.environ["BENCH_DRIVER_JIT"]
 if os.environ.get("BENCH_DEDUPE_S"):
     cfg.spark.dedupe_window_s = int(os.environ["BENCH_DEDUPE_S"])
 cfg.events.format = FORMAT  # the events' encoding
