@@ -76,8 +76,9 @@ class SparkSettings:
     driver_memory: str = "1g"
     # the driver JVM's JIT compiler: "c1", HotSpot's first tier only
     # (-XX:TieredStopAtLevel=1): Spark's driver runs much code a few times per micro-batch,
-    # and the second tier (C2) spent half the job's JVM CPU compiling it through its first
-    # minutes (docs/benchmarks.md "The driver's JIT"); "tiered": the JVM's own default.
+    # and with both tiers the compiler threads took half the driver JVM's CPU through the
+    # first minute of writes (docs/benchmarks.md "The driver's JIT"); "tiered": the JVM's
+    # own default.
     # On a local master the driver is also the executor. Not for spark-submit's drivers; a
     # flag of the same name in spark.conf's spark.driver.extraJavaOptions comes later, and wins
     driver_jit: str = "c1"

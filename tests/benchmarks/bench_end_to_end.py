@@ -21,7 +21,8 @@ started again on its checkpoint, and the same writes are measured from its first
 micro-batch on. Before its first run the ring takes RING_WARMUP_S s of the same writes into a
 table without CDC: a cluster in service has compiled its write path, while a ring started a
 minute ago spends the two cores doing so through the first run's minute (measured: p99 8.25 s
-on a fresh ring, 3.45-4.75 s in the later runs of the same session). BENCH_DRIVER_JIT
+on a fresh ring, 3.45-4.75 s for the same job, the JVM's default JIT, in later runs of the
+same session). BENCH_DRIVER_JIT
 (spark.driver_jit, "c1" by default; "c1,tiered,c1,tiered" alternates) repeats each run with
 each entry.
 """
