@@ -328,7 +328,10 @@ def event_chain(events: list[tuple[int, int, dict, dict | None]]) -> tuple[list[
     """Per key in offset order: the events that show no visible change, and those whose
     `before` is not the key's previous `after`, each named by key and position. After a
     truncate event (no key) a key of its partition starts a chain again: a consumer that
-    truncated on it holds nothing of it, whatever the key's next `before` says."""
+    truncated on it holds nothing of it, whatever the key's next `before` says. A truncate
+    barrier's `r` (source file `truncate`) may also restate a row that an event of the key
+    gave after the truncate event (docs/architecture.md "Truncate events"): its `before`
+    is null and its `after` must be that event's `after`."""
     no_ops: list[str] = []
     broken: list[str] = []
     last: dict[str, Any] = {}
@@ -347,7 +350,8 @@ def event_chain(events: list[tuple[int, int, dict, dict | None]]) -> tuple[list[
         # Python's == calls equal
         if canonical(value["before"]) == canonical(value["after"]):
             no_ops.append(f"{k} @{p}/{o}: {value['op']} with no visible change")
-        if last.get(k) is not _ANY and not _follows(last.get(k), value["before"]):
+        if (last.get(k) is not _ANY and not _restates(last.get(k), value)
+                and not _follows(last.get(k), value["before"])):
             broken.append(f"{k} @{p}/{o}: before {canonical(value['before'])} != the "
                           f"previous after {canonical(last.get(k))}")
         last[k] = value["after"]
@@ -355,6 +359,15 @@ def event_chain(events: list[tuple[int, int, dict, dict | None]]) -> tuple[list[
 
 
 _ANY = object()  # a key's chain starts again (after a truncate event)
+
+
+def _restates(previous: Any, value: dict) -> bool:
+    """`value` is a truncate barrier's `r` that gives again the row a key's previous event
+    gave (`previous`: its `after`)."""
+    source = value.get("source") or {}
+    return (value["op"] == "r" and source.get("file") == "truncate"
+            and value["before"] is None and previous is not None
+            and value["after"] is not None and _follows(previous, value["after"]))
 
 
 def _follows(previous: dict | None, before: dict | None) -> bool:

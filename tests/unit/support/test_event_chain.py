@@ -41,3 +41,31 @@ def test_an_event_with_no_visible_change_is_named() -> None:
               _event(2, {"k": 1, "v": 0.0}, {"k": 1, "v": 0.0})]
     no_ops, broken = event_chain(events)
     assert [n.split(": u ")[0] for n in no_ops] == ['{"k": 1} @0/2'] and broken == []
+
+
+def _restated(offset: int, after: dict) -> tuple[int, int, dict, dict]:
+    return (0, offset, KEY, {"op": "r", "before": None, "after": after,
+                             "source": {"file": "truncate", "snapshot": "true"}})
+
+
+def _truncate(offset: int) -> tuple[int, int, None, dict]:
+    return (0, offset, None, {"op": "t", "before": None, "after": None})
+
+
+def test_a_barrier_r_that_restates_the_row_of_an_event_after_the_truncate_is_no_break() -> None:
+    # a micro-batch running when the driver wrote the truncate event commits after it; the
+    # barrier's batch then writes the key's row again (docs/architecture.md)
+    events = [_event(0, None, {"k": 1, "v": 1}, "c"), _truncate(1),
+              _event(2, None, {"k": 1, "v": 2}, "c"), _restated(3, {"k": 1, "v": 2}),
+              _event(4, {"k": 1, "v": 2}, {"k": 1, "v": 3})]
+    assert event_chain(events) == ([], [])
+
+
+def test_a_barrier_r_with_another_row_than_the_previous_event_is_named() -> None:
+    events = [_truncate(0), _event(1, None, {"k": 1, "v": 2}, "c"),
+              _restated(2, {"k": 1, "v": 9}),
+              (0, 3, KEY, {"op": "r", "before": None, "after": {"k": 1, "v": 9},
+                           "source": {"file": "CommitLog-7-1.log"}})]  # not the barrier's
+    no_ops, broken = event_chain(events)
+    assert no_ops == []
+    assert [b.split(": before")[0] for b in broken] == ['{"k": 1} @0/2', '{"k": 1} @0/3']
