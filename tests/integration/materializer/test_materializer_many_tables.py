@@ -76,7 +76,7 @@ def test_a_backlog_over_twenty_new_tables_is_written_once(stack, cql, backlog) -
     """Default settings: one query start, no failed micro-batch, one event per change in
     each of the twenty new event topics, and the last image of every key is what Cassandra
     returns."""
-    work, ks = backlog["work"], backlog["ks"]
+    work = backlog["work"]
     prefix = f"{backlog['prefix']}c"
     # every record three times, as three replicas' publishers send it, into fresh topics
     copy_raw(stack, backlog["prefix"], prefix, 3, seed=1, replicas=True)
@@ -85,7 +85,32 @@ def test_a_backlog_over_twenty_new_tables_is_written_once(stack, cql, backlog) -
     text = log.read_text()
     assert "starting it again from its checkpoint" not in text, text[-3000:]
     assert "OUT_OF_ORDER_SEQUENCE" not in text and "Expiring" not in text, text[-3000:]
-    problems = []
+    problems = _problems(stack, cql, backlog, prefix)
+    assert not problems, "\n".join(problems)
+
+
+def test_at_least_once_a_backlog_over_twenty_new_tables_is_written_whole(stack, cql, backlog
+                                                                         ) -> None:
+    """`events.delivery: at-least-once`, its defaults otherwise (Spark's Kafka sink, which
+    lingers until each task commits): one query start, one event per change in each of the
+    twenty new event topics (nothing failed, so nothing ran twice), and the last image of
+    every key is what Cassandra returns."""
+    work = backlog["work"]
+    prefix = f"{backlog['prefix']}a"
+    copy_raw(stack, backlog["prefix"], prefix, 3, seed=2, replicas=True)
+    log = work / "job-alo.log"
+    run_materializer(materializer_command(stack, prefix, work / "ckpt-alo",
+                                          "events.delivery=at-least-once"), log)
+    text = log.read_text()
+    assert "starting it again from its checkpoint" not in text, text[-3000:]
+    problems = _problems(stack, cql, backlog, prefix)
+    assert not problems, "\n".join(problems)
+
+
+def _problems(stack, cql, backlog: dict, prefix: str) -> list[str]:
+    """Each table whose event topic under `prefix` has not one event per change, or whose
+    last images differ from SELECT."""
+    ks, problems = backlog["ks"], []
     for name, table in backlog["tables"].items():
         events = read_events(stack.bootstrap_servers, f"{prefix}.{ks}.{name}")
         written = [value for *_, value in events if value is not None]
@@ -94,4 +119,4 @@ def test_a_backlog_over_twenty_new_tables_is_written_once(stack, cql, backlog) -
                             "changes")
         if final_rows(events) != oracle_rows(cql, table):
             problems.append(f"{name}: the last images differ from SELECT")
-    assert not problems, "\n".join(problems)
+    return problems
