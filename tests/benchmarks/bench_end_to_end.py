@@ -198,7 +198,8 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
             kill_group(job)
         publishers.stop()
         cluster.shutdown()
-        delete_prefixed(ring.bootstrap_servers, prefix)  # 100 tables' topics per run
+        # 100 tables' topics per run, their logs removed before the next run
+        delete_prefixed(ring.bootstrap_servers, prefix, stack.kafka_dir / "data")
     for when, result in results:
         _report(f"three nodes at RF=3, a publisher each, {count} table(s), {delivery}, "
                 f"spark.driver_jit {jit}, the job starting at the raw topic's {START} "

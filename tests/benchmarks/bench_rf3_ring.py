@@ -247,7 +247,7 @@ def test_bench_rf3_ring(stack, ring, tmp_path: Path) -> None:
                         ring, stack, tmp_path, prefix, ks, tables, api, cores, master,
                         copies, runs.setdefault((api, master, tables), {}))
         finally:
-            delete_prefixed(ring.bootstrap_servers, prefix)
+            delete_prefixed(ring.bootstrap_servers, prefix, stack.kafka_dir / "data")
     print(f"\nchanges/s per core at RF=3 over the whole run ({CHANGES:,} changes, "
           f"a raw topic of {PARTITIONS} partitions; % of the floor of the same tables and "
           f"master, and of {TABLES[0]} table(s)):")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 import uuid
+from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -16,9 +18,12 @@ def make_topic(bootstrap: str, partitions: int = 3) -> str:
     return name
 
 
-def delete_prefixed(bootstrap: str, prefix: str) -> int:
+def delete_prefixed(bootstrap: str, prefix: str, log_dir: Path | None = None) -> int:
     """Delete every topic named `prefix` or `prefix.…` (what a benchmark's run made: a
-    thousand tables' topics a run left behind fill a small broker's heap); how many."""
+    thousand tables' topics a run left behind fill a small broker's heap); how many. With
+    the broker's `log_dir`: return once the broker has removed their logs too (it does so
+    in the background, log.segment.delete.delay.ms later: a thousand partitions' files
+    removed while the next run wrote took a core of the broker's)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     names = [t for t in admin.list_topics(timeout=30).topics
              if t == prefix or t.startswith(f"{prefix}.")]
@@ -26,4 +31,8 @@ def delete_prefixed(bootstrap: str, prefix: str) -> int:
         for future in admin.delete_topics(names[start:start + 500],
                                           operation_timeout=120).values():
             future.result(180)
+    deadline = time.monotonic() + 180
+    while log_dir is not None and time.monotonic() < deadline and any(
+            d.name.endswith("-delete") for d in log_dir.iterdir()):
+        time.sleep(0.5)
     return len(names)

@@ -37,6 +37,9 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 # casscade creates its topics explicitly, with the partitions it wants
 auto.create.topics.enable=false
+# a deleted topic's files go a second after it, not a minute (Kafka's default): the
+# benchmarks delete a run's thousand topics and wait for their files to go before the next
+log.segment.delete.delay.ms=1000
 """
 
 
