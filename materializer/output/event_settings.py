@@ -20,6 +20,15 @@ FORMATS = ("json", "avro")
 DELIVERIES = ("exactly-once", "at-least-once")
 EXACTLY_ONCE = DELIVERIES[0]
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+# The segment.index.bytes of an event topic the job creates: 1 MiB, not Kafka's 10 MiB. A
+# broker makes each new segment's offset and time indexes that size, sparse, and maps them;
+# the first writes to a thousand new topics' partitions then faulted those files in, and
+# the kernel zero-filled what it read ahead of each fault: a broker's request thread spent
+# 95 % of its time in that (perf, bench_many_tables at 1,000 tables), and the first
+# micro-batch took 47 s at-least-once, 30 s exactly-once, against 11.5 s and 14.2 s with
+# 1 MiB (docs/benchmarks.md "Many tables"). A segment of these topics then rolls at about
+# 340 MiB (its time index full: 12-byte entries, one per 4 KiB written) instead of 1 GiB.
+SEGMENT_INDEX_BYTES = 1024 * 1024
 
 
 @dataclass
@@ -74,6 +83,9 @@ class EventSettings:
     cleanup_policy: str | None = None
     # their retention.ms when the job creates them (None: the broker's default; -1: forever)
     retention_ms: int | None = None
+    # their segment.index.bytes when the job creates them (None: the broker's default,
+    # 10 MiB): SEGMENT_INDEX_BYTES says why less
+    segment_index_bytes: int | None = SEGMENT_INDEX_BYTES
     format: str = "json"  # json, or avro (materializer.output.avro_writer)
     # avro: register schemas here and use the Confluent wire format; unset: Avro
     # single-object encoding, schemas on avro_schema_topic (default <prefix>.avro-schemas)
@@ -120,6 +132,9 @@ class EventSettings:
         if self.retention_ms is not None and self.retention_ms < -1:
             raise ValueError(f"events.retention_ms must be -1 (forever), 0 or more, not "
                              f"{self.retention_ms}")
+        if self.segment_index_bytes is not None and self.segment_index_bytes < 4096:
+            raise ValueError(f"events.segment_index_bytes must be at least 4096 (or null: "
+                             f"the broker's default), not {self.segment_index_bytes}")
         for name, count in {"(every table)": self.partitions, **self.table_partitions}.items():
             if name != "(every table)" and name.count(".") != 1:
                 raise ValueError(f"events.table_partitions: {name!r} is not keyspace.table")
@@ -158,6 +173,8 @@ class EventSettings:
             config["cleanup.policy"] = self.cleanup_policy
         if self.retention_ms is not None:
             config["retention.ms"] = str(self.retention_ms)
+        if self.segment_index_bytes is not None:
+            config["segment.index.bytes"] = str(self.segment_index_bytes)
         return config
 
     def topic_partitions(self, prefix: str) -> dict[str, int]:
