@@ -59,17 +59,6 @@ PARTITION_LOCALITY_WAIT = "10s"
 # 500 ms of every micro-batch: 23 s instead of 3.6 s for a batch of 160,000 copies on
 # local[2] (bench_many_tables, Spark's own source -> sink).
 FETCH_MAX_WAIT_MS = "10"
-# At-least-once: how long Spark's Kafka sink (Kafka's Java producer) lets a partition's
-# events wait for more (Kafka's default 5 ms). The sink flushes its producer when a task
-# commits, which sends whatever waits, so the wait ends with the task anyway; a full batch
-# (batch.size) goes at once. With 5 ms a task spreading its events over a thousand tables'
-# topics sent a batch of one or two events per partition, and the broker's request
-# handling took a core: the first micro-batch of bench_many_tables at 1,000 tables took
-# 55.6 s, against 23.2 s with this (docs/benchmarks.md "Many tables").
-SINK_LINGER_MS = 30_000
-# Kafka's Java producer's request.timeout.ms default: its delivery timeout must be at
-# least the linger and this together, or the producer refuses to start
-_JAVA_REQUEST_TIMEOUT_MS = 30_000
 
 
 def event_settings(cfg: MaterializerConfig) -> EventSettings:
@@ -343,15 +332,12 @@ def write_events(events: DataFrame, cfg: MaterializerConfig,
 
 def sink_producer(producer: Mapping[str, str]) -> dict[str, str]:
     """At-least-once: the settings of Spark's Kafka sink's producer (Java names): acks=all,
-    idempotence, lz4 and SINK_LINGER_MS, then `kafka.producer` over them. The linger is
-    kept within a delivery timeout the user set (less the request timeout), which Kafka's
-    producer requires."""
-    linger = SINK_LINGER_MS
-    if producer.get("delivery.timeout.ms"):
-        request = int(producer.get("request.timeout.ms") or _JAVA_REQUEST_TIMEOUT_MS)
-        linger = max(0, min(linger, int(producer["delivery.timeout.ms"]) - request))
-    return {"acks": "all", "enable.idempotence": "true", "compression.type": "lz4",
-            "linger.ms": str(linger)} | dict(producer)
+    idempotence and lz4, then `kafka.producer` over them. (Kafka's own linger of 5 ms
+    stays: a 30-s one, which the sink's flush at each task's commit would end, gained
+    nothing measurable at 1,000 tables once the event topics' indexes were small,
+    docs/benchmarks.md "Many tables".)"""
+    return {"acks": "all", "enable.idempotence": "true", "compression.type": "lz4"
+            } | dict(producer)
 
 
 def _door(cfg: MaterializerConfig) -> dict[str, str]:

@@ -91,10 +91,10 @@ def test_a_backlog_over_twenty_new_tables_is_written_once(stack, cql, backlog) -
 
 def test_at_least_once_a_backlog_over_twenty_new_tables_is_written_whole(stack, cql, backlog
                                                                          ) -> None:
-    """`events.delivery: at-least-once`, its defaults otherwise (Spark's Kafka sink, which
-    lingers until each task commits): one query start, one event per change in each of the
-    twenty new event topics (nothing failed, so nothing ran twice), and the last image of
-    every key is what Cassandra returns."""
+    """`events.delivery: at-least-once`, its defaults otherwise (Spark's Kafka sink): one
+    query start, one event per change in each of the twenty new event topics (nothing
+    failed, so nothing ran twice), and the last image of every key is what Cassandra
+    returns."""
     work = backlog["work"]
     prefix = f"{backlog['prefix']}a"
     copy_raw(stack, backlog["prefix"], prefix, 3, seed=2, replicas=True)

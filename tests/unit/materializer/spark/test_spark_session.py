@@ -10,7 +10,6 @@ from materializer.settings import SparkSettings
 from materializer.spark import class_archive
 from materializer.spark.job import (
     PARTITION_LOCALITY_WAIT,
-    SINK_LINGER_MS,
     SPARK_CONSUMER_CACHE,
     consumer_cache_capacity,
     driver_java_options,
@@ -55,16 +54,9 @@ def test_an_unknown_jit_is_refused_with_the_choices() -> None:
         SparkSettings(driver_jit="c2")
 
 
-def test_the_at_least_once_sink_lingers_until_its_task_commits_by_default() -> None:
-    conf = sink_producer({})
-    assert conf == {"acks": "all", "enable.idempotence": "true", "compression.type": "lz4",
-                    "linger.ms": str(SINK_LINGER_MS)}
-    assert sink_producer({"linger.ms": "5", "batch.size": "65536"})["linger.ms"] == "5"
 
-
-def test_the_sinks_linger_stays_within_a_delivery_timeout_the_user_set() -> None:
-    # Kafka's producer refuses delivery.timeout.ms < linger.ms + request.timeout.ms
-    assert sink_producer({"delivery.timeout.ms": "40000"})["linger.ms"] == "10000"
-    conf = sink_producer({"delivery.timeout.ms": "40000", "request.timeout.ms": "35000"})
-    assert conf["linger.ms"] == "5000"
-    assert sink_producer({"delivery.timeout.ms": "200000"})["linger.ms"] == str(SINK_LINGER_MS)
+def test_the_at_least_once_sinks_settings_and_the_users_over_them() -> None:
+    assert sink_producer({}) == {"acks": "all", "enable.idempotence": "true",
+                                 "compression.type": "lz4"}
+    conf = sink_producer({"linger.ms": "50", "compression.type": "zstd"})
+    assert conf["linger.ms"] == "50" and conf["compression.type"] == "zstd"
