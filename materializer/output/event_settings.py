@@ -26,8 +26,9 @@ CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 # the kernel zero-filled what it read ahead of each fault: a broker's request thread spent
 # 95 % of its time in that (perf, bench_many_tables at 1,000 tables), and the first
 # micro-batch took 47 s at-least-once, 30 s exactly-once, against 11.5 s and 14.2 s with
-# 1 MiB (docs/benchmarks.md "Many tables"). A segment of these topics then rolls at about
-# 340 MiB (its time index full: 12-byte entries, one per 4 KiB written) instead of 1 GiB.
+# 1 MiB (docs/benchmarks.md "Many tables"). A segment of these topics may then roll from
+# about 340 MiB on (its time index full: 12-byte entries, at most one per 4 KiB written)
+# instead of at 1 GiB.
 SEGMENT_INDEX_BYTES = 1024 * 1024
 
 
