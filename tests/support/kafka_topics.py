@@ -22,8 +22,8 @@ def delete_prefixed(bootstrap: str, prefix: str, log_dir: Path | None = None) ->
     """Delete every topic named `prefix` or `prefix.…` (what a benchmark's run made: a
     thousand tables' topics a run left behind fill a small broker's heap); how many. With
     the broker's `log_dir`: return once the broker has removed their logs too (it does so
-    in the background, log.segment.delete.delay.ms later: a thousand partitions' files
-    removed while the next run wrote took a core of the broker's)."""
+    in the background, log.segment.delete.delay.ms later, which put a thousand
+    partitions' removal in the middle of the next run)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     names = [t for t in admin.list_topics(timeout=30).topics
              if t == prefix or t.startswith(f"{prefix}.")]

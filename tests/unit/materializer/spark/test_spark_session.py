@@ -54,7 +54,6 @@ def test_an_unknown_jit_is_refused_with_the_choices() -> None:
         SparkSettings(driver_jit="c2")
 
 
-
 def test_the_at_least_once_sinks_settings_and_the_users_over_them() -> None:
     assert sink_producer({}) == {"acks": "all", "enable.idempotence": "true",
                                  "compression.type": "lz4"}
