@@ -86,9 +86,7 @@ def report_other_settings(kafka: dict[str, str], topics: list[str], settings: Ev
     """Warn, once per topic, of existing event topics whose partition count or topic config
     differs from what the `events` settings would give a new one (the job changes no topic
     it did not create: a partition count only grows, and moves keys); the warnings."""
-    # (an index's preallocation changes nothing a consumer sees, and every topic made
-    # before its default would be reported)
-    wanted = {k: v for k, v in settings.topic_config().items() if k != "segment.index.bytes"}
+    wanted = settings.consumer_visible_config()
     counts = settings.topic_partitions(prefix)
     if not topics or not (wanted or counts):
         return []  # (the broker's defaults and `partitions`: nothing beyond the count)

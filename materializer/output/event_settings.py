@@ -169,13 +169,20 @@ class EventSettings:
 
     def topic_config(self) -> dict[str, str]:
         """The settings the job gives an event topic it creates."""
+        config = self.consumer_visible_config()
+        if self.segment_index_bytes is not None:
+            config["segment.index.bytes"] = str(self.segment_index_bytes)
+        return config
+
+    def consumer_visible_config(self) -> dict[str, str]:
+        """The part of `topic_config` that changes what a consumer can read (an existing
+        topic that differs is reported; the index's preallocation is not: every topic made
+        before its default would be)."""
         config = {}
         if self.cleanup_policy is not None:
             config["cleanup.policy"] = self.cleanup_policy
         if self.retention_ms is not None:
             config["retention.ms"] = str(self.retention_ms)
-        if self.segment_index_bytes is not None:
-            config["segment.index.bytes"] = str(self.segment_index_bytes)
         return config
 
     def topic_partitions(self, prefix: str) -> dict[str, int]:
