@@ -46,6 +46,9 @@ from spark_runs import transactions_line
 from devstack import cassandra, kafka
 from devstack.cassandra import cql_cluster
 from materializer.spark.progress import PARTITION_METRICS
+from shared.heartbeat import is_heartbeat
+from shared.rowupdate import VERSION_BYTE, mutation_time_of_value
+from shared.topic_names import raw_topic
 
 from support.kafka_topics import delete_prefixed
 from support.materializer_harness import kill_group, materializer_command, start_materializer
@@ -77,6 +80,7 @@ RESTART = os.environ.get("BENCH_RESTART", "1") == "1"  # the RF=3 runs measure a
 JOB_SETS = os.environ.get("BENCH_JOB_SETS", "").split()
 HTTP_PORT = 18112
 LAST_BREAKDOWN: list = []  # the last progress report seen: where a micro-batch's time goes
+PHASES: dict[int, dict[str, int]] = {}  # each batch seen: its durationMs, by phase
 
 
 def test_bench_end_to_end_latency(stack, tmp_path) -> None:
@@ -89,8 +93,8 @@ def test_bench_end_to_end_latency(stack, tmp_path) -> None:
         session = cluster.connect()
         insert = start_latency_table(session, agent)
         job = _start_job(stack, agent.prefix, tmp_path)
-        result = _measure(session, [insert], stack.bootstrap_servers, [f"{agent.prefix}.lat.t"],
-                          job)
+        result = _measure(session, [insert], stack.bootstrap_servers, agent.prefix,
+                          [f"{agent.prefix}.lat.t"], job)
     finally:
         if job is not None:
             kill_group(job)
@@ -125,22 +129,25 @@ def _quorum_cluster(ring: Any) -> Any:
 
 def _warm_ring(ring: Any) -> None:
     """RING_WARMUP_S s of writes at RATE into a table without CDC (no publisher reads
-    them), so that the nodes have compiled their write path before a job is measured."""
+    them), so that the nodes have compiled their write path before a job is measured. The
+    table stays: its writes share commit log segments with CDC tables' and so reach
+    `cdc_raw`, where a publisher started after a DROP would keep them back as an unknown
+    table's (docs/operations.md), and a ring kept running for the next session's runs
+    would never be caught up."""
     if RING_WARMUP_S <= 0:
         return
     cluster = _quorum_cluster(ring)
     try:
         session = cluster.connect()
-        ks = f"latwarm_{uuid.uuid4().hex[:6]}"
-        session.execute(f"CREATE KEYSPACE {ks} WITH replication = "
+        session.execute("CREATE KEYSPACE IF NOT EXISTS latwarm WITH replication = "
                         "{'class': 'SimpleStrategy', 'replication_factor': 3}")
-        session.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, written bigint)")
-        insert = session.prepare(f"INSERT INTO {ks}.t (k, written) VALUES (?, ?)")
+        session.execute("CREATE TABLE IF NOT EXISTS latwarm.t (k int PRIMARY KEY, "
+                        "written bigint)")
+        insert = session.prepare("INSERT INTO latwarm.t (k, written) VALUES (?, ?)")
         futures = [session.execute_async(insert, (k, time.time_ns() // 1000))
                    for k in paced(RATE, RATE * RING_WARMUP_S)]
         for future in futures:
             future.result()
-        session.execute(f"DROP KEYSPACE {ks}")
     finally:
         cluster.shutdown()
 
@@ -179,14 +186,15 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
                  "the three publishers": [a.proc.pid for a in publishers.agents.values()],
                  "Kafka": [broker], "the job": [job.pid]}
         topics = [f"{prefix}.{ks}.{name}" for name in names]
-        results = [("", _measure(session, inserts, ring.bootstrap_servers, topics, job,
+        results = [("", _measure(session, inserts, ring.bootstrap_servers, prefix, topics, job,
                                  lambda: _cpu(trees), from_progress=START == "latest"))]
         if RESTART:
             _stop_job(job)
             job = _start_job(ring, prefix, tmp_path, delivery, START, jit)
             trees["the job"] = [job.pid]
             results.append((", after a restart of the job", _measure(
-                session, inserts, ring.bootstrap_servers, topics, job, lambda: _cpu(trees),
+                session, inserts, ring.bootstrap_servers, prefix, topics, job,
+                lambda: _cpu(trees),
                 from_progress=True, first_key=RATE * (WARMUP_S + SECONDS))))
         before, started = _cpu(trees), time.monotonic()
         time.sleep(QUIET_S)  # no writes: heartbeats only
@@ -240,22 +248,55 @@ def _stop_job(job: Any) -> None:
     assert code == 0, f"the job exited {code} on SIGTERM: see its job.log"
 
 
-def _measure(session: Any, inserts: list[Any], bootstrap: str, topics: list[str], job: Any,
-             cpu: Callable[[], dict[str, float]] | None = None, from_progress: bool = False,
-             first_key: int = 0
-             ) -> tuple[list[float], int, dict[int, tuple[int, int, str]], dict[str, float]]:
+class _Arrivals:
+    """When (µs, this host's clock) each measured write's first copy reached the raw topic
+    and its change event the event topic, by the write's time (a raw copy's mutation time,
+    an event's source.ts_us): what splits the latency between Cassandra with the publishers
+    and the job."""
+
+    def __init__(self, since_us: int = 0) -> None:
+        self.since_us = since_us  # writes before this are not measured
+        self.raw: dict[int, int] = {}
+        self.event: dict[int, int] = {}
+
+    def split(self) -> tuple[list[float], list[float]]:
+        """For each write with an event and a raw copy seen: seconds from the write to its
+        first copy in the raw topic, and from that copy to its event."""
+        to_raw, to_event = [], []
+        for ts, at in self.event.items():
+            first = self.raw.get(ts)
+            if first is not None:
+                to_raw.append((first - ts) / 1e6)
+                to_event.append((at - first) / 1e6)
+        return to_raw, to_event
+
+
+Measured = tuple[list[float], int, dict[int, tuple[int, int, str]], dict[str, float], _Arrivals]
+
+
+def _measure(session: Any, inserts: list[Any], bootstrap: str, prefix: str, topics: list[str],
+             job: Any, cpu: Callable[[], dict[str, float]] | None = None,
+             from_progress: bool = False, first_key: int = 0) -> Measured:
     """Write at RATE for WARMUP_S + SECONDS s, round-robin over the tables of `inserts`
-    (their events in `topics`), keys from `first_key` on; the latency of every event of the
-    last SECONDS s, how many rows were measured, the micro-batches seen, and (with `cpu`, a
-    clock of CPU seconds by name) the cores each name used over the measured writes; fails
-    at once if `job` (the materializer process) exits. The writes start at the job's first
-    event, or with `from_progress` at its first progress report of a micro-batch with input
-    (the publishers' heartbeats, say: its Python workers started)."""
+    (their events in `topics`, their raw copies in `prefix`'s raw topic), keys from
+    `first_key` on; the latency of every event of the last SECONDS s, how many rows were
+    measured, the micro-batches seen, (with `cpu`, a clock of CPU seconds by name) the cores
+    each name used over the measured writes, and when the measured writes' first raw copies
+    and events arrived; fails at once if `job` (the materializer process) exits. The writes
+    start at the job's first event, or with `from_progress` at its first progress report of
+    a micro-batch with input (the publishers' heartbeats, say: its Python workers started)."""
     latencies: list[float] = []
     batches: dict[int, tuple[int, int, str]] = {}  # batch id → (input rows, trigger ms)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
+    arrivals = _Arrivals()
+
+    def consumer_of(isolation: str) -> Consumer:
+        return Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
                          "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10,
-                         "isolation.level": "read_committed"})
+                         "isolation.level": isolation})
+
+    consumer = consumer_of("read_committed")
+    raw = consumer_of("read_uncommitted")  # the publishers do not write in transactions
+    raw.subscribe([raw_topic(prefix)])
     try:
         # the job's first event (Spark and its Python workers started) before the clock
         def started() -> bool:
@@ -272,10 +313,13 @@ def _measure(session: Any, inserts: list[Any], bootstrap: str, topics: list[str]
         before: dict[str, float] = {}
         for i in paced(RATE, RATE * (WARMUP_S + SECONDS)):
             k = first_key + i
-            if k == warmup and cpu is not None:
-                before, started = cpu(), time.monotonic()
+            if k == warmup:
+                arrivals.since_us = time.time_ns() // 1000
+                if cpu is not None:
+                    before, started = cpu(), time.monotonic()
             session.execute_async(inserts[k % len(inserts)], (k, time.time_ns() // 1000))
-            _poll(consumer, latencies, warmup, 0)
+            _poll(consumer, latencies, warmup, 0, arrivals)
+            _poll_raw(raw, arrivals)
             if (k + 1) % RATE == 0:
                 _batch(batches)
         cores: dict[str, float] = {}
@@ -284,11 +328,13 @@ def _measure(session: Any, inserts: list[Any], bootstrap: str, topics: list[str]
             cores = {name: (after[name] - used) / wall for name, used in before.items()}
         deadline = time.monotonic() + 120
         while len(latencies) < RATE * SECONDS and time.monotonic() < deadline:
-            _poll(consumer, latencies, warmup, 0.2)
+            _poll(consumer, latencies, warmup, 0.2, arrivals)
+            _poll_raw(raw, arrivals)
             _batch(batches)
     finally:
         consumer.close()
-    return latencies, RATE * SECONDS, batches, cores
+        raw.close()
+    return latencies, RATE * SECONDS, batches, cores, arrivals
 
 
 def _progress(job: Any) -> bool:
@@ -301,23 +347,39 @@ def _progress(job: Any) -> bool:
 
 
 def _report(what: str, latencies: list[float], measured: int,
-            batches: dict[int, tuple[int, int, str]], cores: dict[str, float]) -> None:
+            batches: dict[int, tuple[int, int, str]], cores: dict[str, float],
+            arrivals: _Arrivals) -> None:
     assert len(latencies) >= measured, f"{len(latencies)} of {measured} arrived"
-    q = statistics.quantiles(latencies, n=100)
     print(f"\n{what}: write -> change event at {RATE} "
           f"writes/s for {SECONDS}s after "
-          f"{WARMUP_S}s, trigger {TRIGGER_MS} ms: "
-          f"p50 {q[49]:.2f}s, p99 {q[98]:.2f}s, max {max(latencies):.2f}s "
+          f"{WARMUP_S}s, trigger {TRIGGER_MS} ms: {_quantiles(latencies)} "
           f"({len(latencies):,} events)")
+    to_raw, to_event = arrivals.split()
+    assert to_raw, "no measured write's raw copy was seen"
+    print(f"  of which write -> its first copy in the raw topic (Cassandra, the publishers): "
+          f"{_quantiles(to_raw)}; that copy -> the change event (the job): "
+          f"{_quantiles(to_event)} ({len(to_raw):,} writes)")
     seen = sorted(batches.items())
     print("micro-batches seen (id: rows, ms, transactions):\n"
           + "\n".join(f"  {b}: {n}, {ms}{txn}" for b, (n, ms, txn) in seen))
     print(f"last batch seen (id, rows, where its time went in ms): {LAST_BREAKDOWN}")
+    phases = [PHASES[b] for b, _ in seen if b in PHASES]
+    if phases:
+        names = sorted({name for p in phases for name in p})
+        print(f"median ms of each phase over the {len(phases)} batches seen: "
+              + ", ".join(f"{name} {statistics.median(p.get(name, 0) for p in phases):.0f}"
+                          for name in names))
     if cores:
         machine = cores.pop("machine")
         print(f"cores busy over the measured writes: {machine:.2f} of {os.cpu_count()}: "
               + ", ".join(f"{name} {used:.2f}" for name, used in cores.items())
               + f", the rest {machine - sum(cores.values()):.2f}")
+
+
+def _quantiles(seconds: list[float]) -> str:
+    """p50, p99 and max of `seconds`."""
+    q = statistics.quantiles(seconds, n=100)
+    return f"p50 {q[49]:.2f}s, p99 {q[98]:.2f}s, max {max(seconds):.2f}s"
 
 
 def _batch(batches: dict[int, tuple[int, int, str]]) -> None:
@@ -336,11 +398,13 @@ def _batch(batches: dict[int, tuple[int, int, str]]) -> None:
                                     last["durationMs"].get("triggerExecution", 0),
                                     transactions_line(stats))
         LAST_BREAKDOWN[:] = [last["batchId"], last["numInputRows"], last["durationMs"]]
+        PHASES[last["batchId"]] = last["durationMs"]
 
 
-def _poll(consumer: Consumer, latencies: list[float], first: int, timeout: float = 1.0) -> int:
-    """Read what is there; the latency of each `c` event of a row with key >= `first`.
-    Returns how many events were read."""
+def _poll(consumer: Consumer, latencies: list[float], first: int, timeout: float = 1.0,
+          arrivals: _Arrivals | None = None) -> int:
+    """Read what is there; the latency of each `c` event of a row with key >= `first` (and
+    its arrival in `arrivals`). Returns how many events were read."""
     n = 0
     msg = consumer.poll(timeout)
     while msg is not None:
@@ -349,6 +413,22 @@ def _poll(consumer: Consumer, latencies: list[float], first: int, timeout: float
             event = json.loads(msg.value())
             after = event.get("after")
             if event.get("op") == "c" and after and after["k"] >= first:
-                latencies.append((time.time_ns() // 1000 - after["written"]) / 1e6)
+                now = time.time_ns() // 1000
+                latencies.append((now - after["written"]) / 1e6)
+                if arrivals is not None:
+                    arrivals.event[event["source"]["ts_us"]] = now
         msg = consumer.poll(0)
     return n
+
+
+def _poll_raw(consumer: Consumer, arrivals: _Arrivals) -> None:
+    """Read what is there of the raw topic: when each measured write's first copy came."""
+    msg = consumer.poll(0)
+    while msg is not None:
+        value = msg.value()
+        if msg.error() is None and value and not is_heartbeat(value) \
+                and value[:1] == VERSION_BYTE:
+            written = mutation_time_of_value(value)
+            if written >= arrivals.since_us:
+                arrivals.raw.setdefault(written, time.time_ns() // 1000)
+        msg = consumer.poll(0)
