@@ -50,6 +50,12 @@ class HadoopFiles:
             raise CheckpointFileError(f"checkpoint file {self.location}/{relative}: {doing} "
                                       f"failed: {reason}") from None
 
+    def is_local(self) -> bool:
+        """Whether the location is on this machine's file system (Hadoop's `file` scheme)."""
+        with self._errors("", "resolving its file system"):
+            _path, fs = self._path("")
+            return str(fs.getScheme()) == "file"
+
     def exists(self, relative: str) -> bool:
         """Whether the file or directory `relative` exists."""
         with self._errors(relative, "looking it up"):

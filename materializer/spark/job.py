@@ -251,7 +251,7 @@ def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[s
     `raw_partitions`: the raw topic's partition count now ({} while it does not exist);
     `made`: the event topics made at start."""
     k = cfg.kafka
-    files = hadoop_files.files(spark, cfg.spark.checkpoint)
+    files = hadoop_files.HadoopFiles(spark, cfg.spark.checkpoint)
     cleared = records.clear_unfinished_start(files)
     if cleared:
         log.warning("removed what a stop during the query's first start left in the "
@@ -262,10 +262,17 @@ def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[s
     records.check_owner(files, cluster_id(k.client()), k.topic_prefix)
     records.check_delivery(files, cfg.events.delivery)
     job_id = records.job_id(files)
+    # Spark's own logs (offsets, commits) of a local checkpoint: through FileSystem, which
+    # forks no `readlink` a file (unless the user chose Spark's class in spark.conf)
+    through_file_system = (pyspark_internals.CHECKPOINT_FILE_MANAGER not in cfg.spark.conf
+                           and files.is_local())
+    if through_file_system:
+        pyspark_internals.checkpoint_logs_through_file_system(spark)
     # (an operator who lost a checkpoint deletes the old job's changelog by this name)
     log.info("checkpoint's job", extra={
         "checkpoint": files.location, "job_id": job_id,
-        "changelog": topic_names.changelog_topic(k.topic_prefix, job_id)})
+        "changelog": topic_names.changelog_topic(k.topic_prefix, job_id),
+        "spark_logs_through": "FileSystem" if through_file_system else "Spark's choice"})
     changelog = ChangelogJob(k.client(), k.topic_prefix, job_id,
                              cfg.events.replication_factor,
                              transactional=cfg.events.exactly_once, producer=k.producer,

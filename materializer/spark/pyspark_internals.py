@@ -8,12 +8,16 @@
   (`materializer.spark.class_archive`).
 - How PySpark starts the driver JVM (`pyspark.core.context.launch_gateway`): in a session
   of its own, so a terminal's Ctrl-C reaches only this process (`jvm_in_own_session`).
+- Spark's internal setting of the class that writes the query's own checkpoint logs
+  (offsets, commits, metadata): on a local checkpoint, its class on Hadoop's FileSystem
+  API instead of the default on FileContext (`checkpoint_logs_through_file_system`).
 
 `tests/unit/materializer/spark/test_pyspark_internals.py` fails when the installed PySpark
 no longer has these symbols; without the process the class archive is not written (a
 WARNING says so), without the JVM handles a checkpoint file cannot be read
 (CheckpointFileError), and without the launcher Ctrl-C also interrupts the running tasks
-(a WARNING says so; SIGTERM still stops cleanly).
+(a WARNING says so; SIGTERM still stops cleanly), and without the class Spark refuses to
+start the query, naming it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+FILE_SYSTEM_CHECKPOINT_FILES = ("org.apache.spark.sql.execution.streaming.checkpointing."
+                                "FileSystemBasedCheckpointFileManager")
 
 
 def hadoop(spark: SparkSession) -> tuple[Any, Any]:
@@ -78,3 +85,17 @@ def jvm_in_own_session() -> Iterator[None]:
         yield
     finally:
         context.launch_gateway = original
+
+
+def checkpoint_logs_through_file_system(spark: SparkSession) -> None:
+    """The queries started from now on write their checkpoint logs through Hadoop's
+    FileSystem API (Spark's FileSystemBasedCheckpointFileManager).
+
+    Spark's default goes through FileContext, which on the local file system, without
+    Hadoop's native library (PySpark's install has none), forks a `readlink` process from
+    the driver JVM for every status it takes of a file: about eight a micro-batch, beside
+    the `chmod` either API forks for every file it makes, each waiting for a core on a busy
+    machine. (walCommit and commitOffsets took 50-64 ms a micro-batch on an idle machine,
+    13-16 ms through FileSystem: docs/benchmarks.md "End-to-end latency".) A local rename
+    is atomic through either, which is what the logs rely on."""
+    spark.conf.set(CHECKPOINT_FILE_MANAGER, FILE_SYSTEM_CHECKPOINT_FILES)

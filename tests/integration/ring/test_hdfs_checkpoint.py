@@ -204,6 +204,8 @@ def test_namenode_stopped_mid_stream_then_a_restart_resumes_exactly(
         daemons.start_daemon(hdfs, "namenode")
     text = run.log.read_text()
     print(f"\nthe NameNode stopped after batches {sorted(before)}; the job exited {code}")
+    # Spark's own class for its logs on HDFS (FileSystem is the local checkpoint's)
+    assert "spark_logs_through=Spark's choice" in text, text[-4000:]
     if code != 0:
         assert "Traceback" not in text, text[-4000:]
         last = [ln for ln in text.splitlines() if ln.strip()][-1]

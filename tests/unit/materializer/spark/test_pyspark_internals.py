@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import inspect
 import logging
+import zipfile
+from pathlib import Path
 from types import SimpleNamespace
 
+import pyspark
 import pyspark.java_gateway
 import pytest
 from pyspark import SparkContext
@@ -85,3 +88,26 @@ def test_the_quiet_daemon_leaves_out_only_a_closed_socket(capsys) -> None:
     said = capsys.readouterr().err
     assert "ValueError: a real failure" in said
     assert "BrokenPipeError" not in said and "ConnectionResetError" not in said
+
+
+def _spark_jar(name: str) -> zipfile.ZipFile:
+    """The installed PySpark's jar `name`-<version>.jar."""
+    (jar,) = (Path(pyspark.__file__).parent / "jars").glob(f"{name}_*.jar")
+    return zipfile.ZipFile(jar)
+
+
+def test_spark_still_has_the_checkpoint_file_manager_setting_and_the_file_system_class() -> None:
+    class_file = pyspark_internals.FILE_SYSTEM_CHECKPOINT_FILES.replace(".", "/") + ".class"
+    with _spark_jar("spark-sql") as jar:
+        assert class_file in jar.namelist()
+    with _spark_jar("spark-catalyst") as jar:
+        conf = jar.read("org/apache/spark/sql/internal/SQLConf$.class")
+    assert pyspark_internals.CHECKPOINT_FILE_MANAGER.encode() in conf
+
+
+def test_checkpoint_logs_through_file_system_sets_the_session_conf() -> None:
+    seen: dict[str, str] = {}
+    spark = SimpleNamespace(conf=SimpleNamespace(set=seen.__setitem__))
+    pyspark_internals.checkpoint_logs_through_file_system(spark)  # type: ignore[arg-type]
+    assert seen == {pyspark_internals.CHECKPOINT_FILE_MANAGER:
+                    pyspark_internals.FILE_SYSTEM_CHECKPOINT_FILES}
