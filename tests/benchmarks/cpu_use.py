@@ -22,8 +22,13 @@ def _stat(pid: int) -> list[str]:
 
 def process_cpu_s(pid: int) -> float:
     """CPU seconds (user + system) one process has used (/proc/PID/stat)."""
+    return sum(process_user_system_s(pid))
+
+
+def process_user_system_s(pid: int) -> tuple[float, float]:
+    """CPU seconds one process has used in user mode and in the kernel (/proc/PID/stat)."""
     fields = _stat(pid)
-    return (int(fields[11]) + int(fields[12])) / TICK
+    return int(fields[11]) / TICK, int(fields[12]) / TICK
 
 
 def tree_cpu_s(pid: int) -> float:
