@@ -24,7 +24,10 @@ minute ago spends the two cores doing so through the first run's minute (measure
 on a fresh ring, 3.45-4.75 s for the same job, the JVM's default JIT, in later runs of the
 same session). BENCH_DRIVER_JIT
 (spark.driver_jit, "c1" by default; "c1,tiered,c1,tiered" alternates) repeats each run with
-each entry.
+each entry. Each RF=3 result also splits every write's latency where its first copy
+reached the raw topic (a consumer of it beside the events' consumer): Cassandra with the
+publishers before, the job after; and prints the median of each micro-batch phase
+(Spark's durationMs) over the batches seen.
 """
 
 from __future__ import annotations
