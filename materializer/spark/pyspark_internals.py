@@ -93,8 +93,8 @@ def checkpoint_logs_through_file_system(spark: SparkSession) -> None:
 
     Spark's default goes through FileContext, which on the local file system, without
     Hadoop's native library (PySpark's install has none), forks a `readlink` process from
-    the driver JVM for every status it takes of a file: about eight a micro-batch, beside
-    the `chmod` either API forks for every file it makes, each waiting for a core on a busy
+    the driver JVM for every status it takes of a file (about five a micro-batch), beside
+    the `chmod` either API forks for a file it makes, each waiting for a core on a busy
     machine. (walCommit and commitOffsets took 50-64 ms a micro-batch on an idle machine,
     13-16 ms through FileSystem: docs/benchmarks.md "End-to-end latency".) A local rename
     is atomic through either, which is what the logs rely on."""
