@@ -263,16 +263,15 @@ def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[s
     records.check_delivery(files, cfg.events.delivery)
     job_id = records.job_id(files)
     # Spark's own logs (offsets, commits) of a local checkpoint: through FileSystem, which
-    # forks no `readlink` a file (unless the user chose Spark's class in spark.conf)
-    through_file_system = (pyspark_internals.CHECKPOINT_FILE_MANAGER not in cfg.spark.conf
-                           and files.is_local())
-    if through_file_system:
+    # forks no `readlink` a file, unless a class is set already (spark.conf, spark-submit)
+    if pyspark_internals.checkpoint_file_manager(spark) is None and files.is_local():
         pyspark_internals.checkpoint_logs_through_file_system(spark)
+    manager = pyspark_internals.checkpoint_file_manager(spark)
     # (an operator who lost a checkpoint deletes the old job's changelog by this name)
     log.info("checkpoint's job", extra={
         "checkpoint": files.location, "job_id": job_id,
         "changelog": topic_names.changelog_topic(k.topic_prefix, job_id),
-        "spark_logs_through": "FileSystem" if through_file_system else "Spark's choice"})
+        "spark_logs_through": manager.rsplit(".", 1)[-1] if manager else "Spark's choice"})
     changelog = ChangelogJob(k.client(), k.topic_prefix, job_id,
                              cfg.events.replication_factor,
                              transactional=cfg.events.exactly_once, producer=k.producer,

@@ -96,6 +96,12 @@ def checkpoint_logs_through_file_system(spark: SparkSession) -> None:
     the driver JVM for every status it takes of a file (about five a micro-batch), beside
     the `chmod` either API forks for a file it makes, each waiting for a core on a busy
     machine. (walCommit and commitOffsets took 50-64 ms a micro-batch on an idle machine,
-    13-16 ms through FileSystem: docs/benchmarks.md "End-to-end latency".) A local rename
+    13-16 ms through FileSystem: docs/benchmarks.md "Latency and start-up".) A local rename
     is atomic through either, which is what the logs rely on."""
     spark.conf.set(CHECKPOINT_FILE_MANAGER, FILE_SYSTEM_CHECKPOINT_FILES)
+
+
+def checkpoint_file_manager(spark: SparkSession) -> str | None:
+    """The class the session's queries write their checkpoint logs with, None for Spark's
+    own choice (FileContext where the file system has it)."""
+    return spark.conf.get(CHECKPOINT_FILE_MANAGER, None)

@@ -49,7 +49,7 @@ def test_a_second_job_on_a_prefix_is_refused_and_a_paused_one_is_fenced(
     try:
         wait_for_log(first_log, "first micro-batch done", first)
         # a local checkpoint: Spark's logs in it written through Hadoop's FileSystem
-        assert "spark_logs_through=FileSystem" in first_log.read_text()
+        assert "spark_logs_through=FileSystemBasedCheckpointFileManager" in first_log.read_text()
         # the second checkpoint's job, default lease: refused while the first runs
         refused = start_materializer(materializer_command(stack, prefix, second_ckpt),
                                      second_log)

@@ -107,7 +107,12 @@ def test_spark_still_has_the_checkpoint_file_manager_setting_and_the_file_system
 
 def test_checkpoint_logs_through_file_system_sets_the_session_conf() -> None:
     seen: dict[str, str] = {}
-    spark = SimpleNamespace(conf=SimpleNamespace(set=seen.__setitem__))
+    spark = SimpleNamespace(conf=SimpleNamespace(set=seen.__setitem__,
+                                                 get=lambda key, default: seen.get(key,
+                                                                                   default)))
+    assert pyspark_internals.checkpoint_file_manager(spark) is None  # type: ignore[arg-type]
     pyspark_internals.checkpoint_logs_through_file_system(spark)  # type: ignore[arg-type]
     assert seen == {pyspark_internals.CHECKPOINT_FILE_MANAGER:
                     pyspark_internals.FILE_SYSTEM_CHECKPOINT_FILES}
+    assert (pyspark_internals.checkpoint_file_manager(spark)  # type: ignore[arg-type]
+            == pyspark_internals.FILE_SYSTEM_CHECKPOINT_FILES)
