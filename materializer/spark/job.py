@@ -264,9 +264,10 @@ def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[s
     job_id = records.job_id(files)
     # Spark's own logs (offsets, commits) of a local checkpoint: through FileSystem, which
     # forks no `readlink` a file, unless a class is set already (spark.conf, spark-submit)
-    if pyspark_internals.checkpoint_file_manager(spark) is None and files.is_local():
-        pyspark_internals.checkpoint_logs_through_file_system(spark)
     manager = pyspark_internals.checkpoint_file_manager(spark)
+    if manager is None and files.is_local():
+        pyspark_internals.checkpoint_logs_through_file_system(spark)
+        manager = pyspark_internals.FILE_SYSTEM_CHECKPOINT_FILES
     # (an operator who lost a checkpoint deletes the old job's changelog by this name)
     log.info("checkpoint's job", extra={
         "checkpoint": files.location, "job_id": job_id,

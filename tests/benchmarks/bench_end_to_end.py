@@ -49,7 +49,6 @@ from spark_runs import transactions_line
 from devstack import cassandra, kafka
 from devstack.cassandra import cql_cluster
 from materializer.spark.progress import PARTITION_METRICS
-from shared.heartbeat import is_heartbeat
 from shared.rowupdate import VERSION_BYTE, mutation_time_of_value
 from shared.topic_names import raw_topic
 
@@ -257,8 +256,8 @@ class _Arrivals:
     an event's source.ts_us): what splits the latency between Cassandra with the publishers
     and the job."""
 
-    def __init__(self, since_us: int = 0) -> None:
-        self.since_us = since_us  # writes before this are not measured
+    def __init__(self) -> None:
+        self.since_us = 0  # writes before this are not measured (set when they start)
         self.raw: dict[int, int] = {}
         self.event: dict[int, int] = {}
 
@@ -429,8 +428,8 @@ def _poll_raw(consumer: Consumer, arrivals: _Arrivals) -> None:
     msg = consumer.poll(0)
     while msg is not None:
         value = msg.value()
-        if msg.error() is None and value and not is_heartbeat(value) \
-                and value[:1] == VERSION_BYTE:
+        # a RowUpdate (a heartbeat's first byte is 0, not the version)
+        if msg.error() is None and value and value[:1] == VERSION_BYTE:
             written = mutation_time_of_value(value)
             if written >= arrivals.since_us:
                 arrivals.raw.setdefault(written, time.time_ns() // 1000)
