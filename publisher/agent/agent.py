@@ -37,6 +37,7 @@ from publisher.agent.truncations import TruncationRecords, Truncations
 from publisher.commitlog.errors import CommitLogError
 from publisher.commitlog.reader import CommitLogReader
 from publisher.commitlog.schema_source import SchemaSource
+from publisher.commitlog.segment import SectionMark, SegmentReader
 from publisher.kafka_sink import KafkaSink, SinkStopped
 from publisher.settings import PublisherConfig
 from shared import topic_names
@@ -58,6 +59,9 @@ class _Segment:
     end_position: int | None = None  # set once read to the end of a COMPLETED segment
     saved_watermark: int = -1
     kept_dirty: bool = False
+    # where the next read of the file begins walking its sync markers (in memory only: a
+    # restarted agent walks each file once from the header)
+    section: SectionMark | None = None
 
 
 def tune_gc() -> None:
@@ -213,7 +217,8 @@ class Agent:
         writer: RecordWriter | None = None
         count = produced = 0
         skipped_before = len(self.reader.skipped_at)
-        mutations = self.reader.read(f.path, until=until, resume_from=seg.read_pos)
+        mutations = self.reader.read(f.path, until=until, resume_from=seg.read_pos,
+                                     start=seg.section)
         publish, stopping = self._publish, self.stop.is_set
         try:
             for mutation in mutations:
@@ -228,7 +233,7 @@ class Agent:
                     break
             else:
                 if until is None:
-                    seg.end_position = self.reader.segment.last_position
+                    seg.end_position = self._reading().last_position
         except CommitLogError as exc:
             seg.broken = exc
             self.m_errors.inc(1, exc.kind)
@@ -236,6 +241,8 @@ class Agent:
                       extra={"file": exc.path, "offset": exc.offset, "reason": exc.reason})
         finally:
             mutations.close()
+            if self.reader.segment is not None:
+                seg.section = self.reader.segment.section
             self.m_mutations.inc(count)
             self.sink.produced.inc(produced)  # per pass, not per mutation
         self._note_kept_back(f, seg, self.reader.skipped_at[skipped_before:])
@@ -258,8 +265,13 @@ class Agent:
                       extra={"file": str(f.path), "table_id": table_id, "count": len(starts),
                              "first_offset": starts[0]})
 
+    def _reading(self) -> SegmentReader:
+        segment = self.reader.segment
+        assert segment is not None, "a mutation was read, so its segment's header was"
+        return segment
+
     def _writer(self, f: SegmentFile) -> RecordWriter:
-        d = self.reader.segment.descriptor
+        d = self._reading().descriptor
         return RecordWriter(SourceInfo(self.config.node.host, self.config.node.datacenter,
                                        f.path.name, f.segment_id, d.version,
                                        d.messaging_version), self._hash)

@@ -11,7 +11,7 @@ from publisher.commitlog.decoder import MutationDecoder
 from publisher.commitlog.errors import DecodeError, UnknownColumnError, UnknownTableError
 from publisher.commitlog.model import Mutation
 from publisher.commitlog.schema_source import SchemaSource
-from publisher.commitlog.segment import SegmentReader
+from publisher.commitlog.segment import SectionMark, SegmentReader
 
 # Cassandra's node-local keyspaces: no table with CDC lives there, so their mutations need
 # no fresh schema (a schema refresh waits for the next mutation of another keyspace)
@@ -35,6 +35,7 @@ class CommitLogReader:
         self.skipped_at: list[tuple[str, int, str]] = []
         self._refreshed_for: set[str] = set()
         self._schema_dirty = False
+        self.segment: SegmentReader | None = None
 
     def allow_refresh(self) -> None:
         """Let unknown table ids and columns trigger a schema refresh again (e.g. on a retry
@@ -58,10 +59,13 @@ class CommitLogReader:
         table = self.decoder.cached_table(raw) or self.schema.table(uuid.UUID(bytes=raw))
         return table is not None and table.keyspace in LOCAL_SYSTEM_KEYSPACES
 
-    def read(self, path: Path | str, until: int | None = None,
-             resume_from: int = 0) -> Iterator[Mutation]:
-        """Decoded mutations of one segment in order; typed CommitLogError where it breaks."""
-        segment = SegmentReader(path, until=until, resume_from=resume_from)
+    def read(self, path: Path | str, until: int | None = None, resume_from: int = 0,
+             start: SectionMark | None = None) -> Iterator[Mutation]:
+        """Decoded mutations of one segment in order; typed CommitLogError where it breaks.
+        `start`: the `section` of the last read of this file (`SegmentReader`); the reader
+        being read is `segment` (None until the file's header is read)."""
+        self.segment = None
+        segment = SegmentReader(path, until=until, resume_from=resume_from, start=start)
         self.segment = segment
         version = segment.descriptor.messaging_version
         seg_id = segment.descriptor.segment_id

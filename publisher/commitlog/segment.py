@@ -4,6 +4,13 @@ Positions are logical (Cassandra's CommitLogPosition): the file offset for plain
 the offset in the uncompressed view for compressed ones. An entry's position is its *end*,
 so "resume from p" means "entries whose end > p", and an `_cdc.idx` offset (a sync marker's
 logical position) bounds what may be read of a live segment.
+
+A reader walks a segment's sync markers from its header to the sections it reads. A live
+segment gains a section every time Cassandra marks what it wrote (every 100 ms or so under
+writes: thousands in a segment), and the agent reads it again every poll; so a read may
+start its walk at a `SectionMark` an earlier read of the same file left, instead of the
+header. A mark is checked as every marker is (its CRC covers the segment id and the
+offset); one that does not check out is ignored and the walk starts at the header.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from publisher.commitlog.compression import DECOMPRESSORS
 from publisher.commitlog.descriptor import Descriptor, parse_descriptor, parse_name
@@ -34,13 +42,23 @@ MAX_SECTION = 512 * 1024 * 1024
 Entry = tuple[int, int, bytes]
 
 
+class SectionMark(NamedTuple):
+    """Where a sync section starts: its marker's file offset and its data's logical start
+    (the same in a plain segment)."""
+
+    file_offset: int
+    logical: int
+
+
 class SegmentReader:
     """Iterates the entries of one segment file, one sync section in memory at a time."""
 
-    def __init__(self, path: Path | str, until: int | None = None, resume_from: int = 0) -> None:
+    def __init__(self, path: Path | str, until: int | None = None, resume_from: int = 0,
+                 start: SectionMark | None = None) -> None:
         """`until`: read no section ending past this logical offset (a live segment's idx
         offset); None reads to the end of valid data. `resume_from`: skip entries whose end
-        position is at or before it."""
+        position is at or before it. `start`: a section of this file at or before
+        `resume_from` (an earlier reader's `section`) to begin the walk at."""
         self.path = Path(path)
         self.until = until
         self.resume_from = resume_from
@@ -63,6 +81,11 @@ class SegmentReader:
                                           f"unknown commit log compressor {compressor}")
         # Bytes of valid data seen so far (logical); the resume point of the next read.
         self.last_position = max(resume_from, self.descriptor.header_length)
+        head = self.descriptor.header_length
+        # The first section not read to its end: where the next read may begin its walk.
+        self.section = SectionMark(head, head)
+        if start is not None and start.file_offset > head:
+            self.section = start  # checked where the walk begins (`_start`)
 
     # ---- iteration ------------------------------------------------------------------------
     def entries(self) -> Iterator[Entry]:
@@ -77,10 +100,23 @@ class SegmentReader:
     def _corrupt(self, offset: int, reason: str) -> CorruptSegmentError:
         return CorruptSegmentError(str(self.path), offset, reason)
 
+    def _start(self, fh, marker: struct.Struct) -> SectionMark:
+        """The section to begin the walk at: `section` if its marker checks out (its CRC, or
+        the zero marker of a section not yet written), else the header's end."""
+        mark = self.section
+        head = self.descriptor.header_length
+        if mark.file_offset > head:
+            if mark.file_offset + marker.size <= self.file_size:
+                nxt, crc = marker.unpack(_read(fh, mark.file_offset, marker.size))[:2]
+                if crc == self._marker_crc(mark.file_offset) or (nxt == 0 and crc == 0):
+                    return mark
+            self.section = mark = SectionMark(head, head)
+        return mark
+
     def _plain(self) -> Iterator[Entry]:
         size = self.file_size
-        offset = self.descriptor.header_length
         with open(self.path, "rb") as fh:
+            offset = self._start(fh, _MARKER).file_offset
             while True:
                 if self.until is not None and offset >= self.until:
                     return
@@ -106,12 +142,13 @@ class SegmentReader:
                                               f"starts at {offset} and should end at {nxt}")
                 self.last_position = max(self.last_position, nxt)
                 offset = nxt
+                self.section = SectionMark(nxt, nxt)
 
     def _compressed(self) -> Iterator[Entry]:
         size = self.file_size
         decompress = DECOMPRESSORS[self.descriptor.compressor or ""]
-        offset = logical = self.descriptor.header_length
         with open(self.path, "rb") as fh:
+            offset, logical = self._start(fh, _COMPRESSED_MARKER)
             while True:
                 if offset == size:
                     return
@@ -146,6 +183,7 @@ class SegmentReader:
                     yield from self._section(data, data_start, file_offset=offset)
                 self.last_position = max(self.last_position, logical_end)
                 offset, logical = nxt, logical_end
+                self.section = SectionMark(nxt, logical_end)
 
     def _section(self, data: bytes, base: int, file_offset: int | None = None) -> Iterator[Entry]:
         """Entries of one section's data, which starts at logical position `base`."""
