@@ -131,10 +131,14 @@ class ProgressMetrics:
             "Topics those transactions wrote (event topics, the changelog, dead letters): "
             "each partition written costs the broker a request and a marker")
 
+    def newest(self) -> str:
+        """The timestamp of the newest report seen ("" before the first)."""
+        return (self.last or {}).get("timestamp", "")
+
     def observe_new(self, reports: list[dict[str, Any]]) -> int:
         """Account the reports newer than the last one seen (Spark keeps a window of recent
         reports, so the same ones come again); returns how many were new."""
-        since = (self.last or {}).get("timestamp", "")
+        since = self.newest()
         new = [r for r in reports if r.get("timestamp", "") > since]  # ISO-8601 UTC: sortable
         for report in new:
             self.observe(report)

@@ -11,17 +11,22 @@
 - Spark's internal setting of the class that writes the query's own checkpoint logs
   (offsets, commits, metadata): on a local checkpoint, its class on Hadoop's FileSystem
   API instead of the default on FileContext (`checkpoint_logs_through_file_system`).
+- The Java query behind PySpark's `StreamingQuery` (`_jsq`): the job reads only the
+  progress reports it has not seen (`progress_since`), where `recentProgress` renders and
+  parses every report Spark keeps (100 by default) at each call, once a second.
 
 `tests/unit/materializer/spark/test_pyspark_internals.py` fails when the installed PySpark
 no longer has these symbols; without the process the class archive is not written (a
 WARNING says so), without the JVM handles a checkpoint file cannot be read
 (CheckpointFileError), and without the launcher Ctrl-C also interrupts the running tasks
 (a WARNING says so; SIGTERM still stops cleanly), and without the class Spark refuses to
-start the query, naming it.
+start the query, naming it; without the Java query every kept report is read, as
+`recentProgress` does.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -105,3 +110,21 @@ def checkpoint_file_manager(spark: SparkSession) -> str | None:
     """The class the session's queries write their checkpoint logs with, None for Spark's
     own choice (FileContext where the file system has it)."""
     return spark.conf.get(CHECKPOINT_FILE_MANAGER, None)
+
+
+def progress_since(query: Any, since: str) -> list[dict[str, Any]]:
+    """The progress reports of `query` (PySpark's StreamingQuery) newer than `since` (a
+    report's ISO-8601 UTC timestamp; "" for every one Spark keeps), oldest first, each as
+    Spark's JSON form: only the new ones are rendered in the driver JVM and sent over."""
+    jsq = getattr(query, "_jsq", None)
+    if jsq is None:
+        return [r for r in query.recentProgress if r.get("timestamp", "") > since]
+    kept = jsq.recentProgress()  # the JVM's references, newest last
+    new = []
+    for i in range(len(kept) - 1, -1, -1):
+        report = kept[i]
+        if report.timestamp() <= since:
+            break
+        new.append(json.loads(report.json()))
+    new.reverse()
+    return new

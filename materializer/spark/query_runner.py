@@ -23,6 +23,7 @@ from materializer.kafka.truncate_barrier import TruncateBarrierWriter
 from materializer.restarts import RestartPolicy, permanent_reason, short_reason
 from materializer.spark import job, stopping
 from materializer.spark.progress import ProgressMetrics
+from materializer.spark.pyspark_internals import progress_since
 from materializer.spark.stopping import StopRequest
 
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy,
                 _observe_last(query, progress)
                 raise LeaseLost(lease.lost)
             stop.stop_between_batches(query, quiet)
-            progress.observe_new(query.recentProgress)
+            progress.observe_new(progress_since(query, progress.newest()))
             _poll(barrier, progress)
             if progress.batches.get() > batches:
                 if not batches:
@@ -189,7 +190,7 @@ def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy,
     except StreamingQueryException as exc:  # raised here when the query failed
         _observe_last(query, progress)
         return str(exc)
-    progress.observe_new(query.recentProgress)
+    progress.observe_new(progress_since(query, progress.newest()))
     error = query.exception()
     return None if error is None else str(error)
 
@@ -199,7 +200,7 @@ def _observe_last(query: Any, progress: ProgressMetrics) -> None:
     within the last second before the query failed is reported by this query only (the
     next start is a new query), and its rows and events count toward /metrics."""
     try:
-        progress.observe_new(query.recentProgress)
+        progress.observe_new(progress_since(query, progress.newest()))
     except JVM_FAILURES as exc:
         log.warning("the ended query's last progress reports could not be read",
                     extra={"error": str(exc)[:300]})

@@ -4,6 +4,7 @@ the installed PySpark (no Spark started: the symbols and the code that sets them
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import zipfile
 from pathlib import Path
@@ -116,3 +117,38 @@ def test_checkpoint_logs_through_file_system_sets_the_session_conf() -> None:
                     pyspark_internals.FILE_SYSTEM_CHECKPOINT_FILES}
     assert (pyspark_internals.checkpoint_file_manager(spark)  # type: ignore[arg-type]
             == pyspark_internals.FILE_SYSTEM_CHECKPOINT_FILES)
+
+
+def test_pysparks_recent_progress_still_renders_each_java_report() -> None:
+    """What `progress_since` does for the new reports only: the Java query's reports, each
+    rendered by its `json()`."""
+    from pyspark.sql.streaming.query import StreamingQuery
+
+    source = inspect.getsource(StreamingQuery.recentProgress.fget)
+    assert "self._jsq.recentProgress()" in source and "p.json()" in source
+
+
+def test_progress_since_reads_the_new_reports_from_the_newest_back() -> None:
+    class _Report:
+        def __init__(self, batch: int) -> None:
+            self.at = f"2026-12-02T10:00:0{batch}.000Z"
+            self.batch = batch
+            self.rendered = 0
+
+        def timestamp(self) -> str:
+            return self.at
+
+        def json(self) -> str:
+            self.rendered += 1
+            return json.dumps({"batchId": self.batch, "timestamp": self.at})
+
+    kept = [_Report(b) for b in range(6)]
+    query = SimpleNamespace(_jsq=SimpleNamespace(recentProgress=lambda: kept))
+    new = pyspark_internals.progress_since(query, kept[3].at)
+    assert [r["batchId"] for r in new] == [4, 5]
+    assert [r.rendered for r in kept] == [0, 0, 0, 0, 1, 1]  # the seen ones not rendered
+    assert [r["batchId"] for r in pyspark_internals.progress_since(query, "")] == list(range(6))
+    assert pyspark_internals.progress_since(query, kept[5].at) == []
+    plain = SimpleNamespace(recentProgress=[{"batchId": 1, "timestamp": "b"},
+                                            {"batchId": 0, "timestamp": "a"}])
+    assert pyspark_internals.progress_since(plain, "a") == [{"batchId": 1, "timestamp": "b"}]
