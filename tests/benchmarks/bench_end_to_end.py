@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer
-from cpu_use import machine_busy_s, process_cpu_s, tree_cpu_s
+from cpu_use import JVM_THREADS, job_split_s, machine_busy_s, process_cpu_s, tree_cpu_s
 from spark_runs import transactions_line
 
 from devstack import cassandra, kafka
@@ -83,6 +83,7 @@ JOB_SETS = os.environ.get("BENCH_JOB_SETS", "").split()
 HTTP_PORT = 18112
 LAST_BREAKDOWN: list = []  # the last progress report seen: where a micro-batch's time goes
 PHASES: dict[int, dict[str, int]] = {}  # each batch seen: its durationMs, by phase
+JOB_PART = "job/"  # _cpu's entries of the job's parts (cpu_use.job_split_s)
 
 
 def test_bench_end_to_end_latency(stack, tmp_path) -> None:
@@ -210,7 +211,8 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
         time.sleep(QUIET_S)  # no writes: heartbeats only
         after, wall = _cpu(trees), time.monotonic() - started
         assert job.poll() is None, f"the job exited ({job.returncode}): see its job.log"
-        quiet = {name: (after[name] - used) / wall for name, used in before.items()}
+        quiet = {name: (used - before.get(name, 0.0)) / wall  # (a new thread's whole)
+                for name, used in after.items()}
     finally:
         if job is not None:
             kill_group(job)
@@ -223,17 +225,36 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
                 f"spark.driver_jit {jit}, the job starting at the raw topic's {START} "
                 f"offsets{when}", *result)
     machine = quiet.pop("machine")
+    parts = _job_line(quiet)
     print(f"cores busy over {QUIET_S}s with no writes, {count} table(s), {delivery}: "
           f"{machine:.2f}: "
           + ", ".join(f"{name} {used:.2f}" for name, used in quiet.items()))
+    print(f"  {parts}")
 
 
 def _cpu(trees: dict[str, list[int]]) -> dict[str, float]:
     """CPU seconds so far: each group of process trees, this process (the writer and the
     consumer), the whole machine."""
     used = {name: sum(tree_cpu_s(p) for p in pids) for name, pids in trees.items()}
+    job = {f"{JOB_PART}{name}": s for name, s in job_split_s(trees["the job"][0]).items()}
     return {**used, "this bench (writer, consumer)": process_cpu_s(os.getpid()),
-            "machine": machine_busy_s()}
+            **job, "machine": machine_busy_s()}
+
+
+def _job_line(cores: dict[str, float]) -> str:
+    """The job's parts (JOB_PART entries, taken out of `cores`) as one line."""
+    parts = {name[len(JOB_PART):]: cores.pop(name) for name in list(cores)
+             if name.startswith(JOB_PART)}
+    if not parts:
+        return "the job's parts: not read (the job had exited)"
+    jvm = parts.pop("the driver JVM")
+    threads = {name: 0.0 for name, _ in JVM_THREADS}
+    for key in [k for k in parts if "/" in k]:  # a thread's: "<group>/<thread id>"
+        threads[key.split("/")[0]] += parts.pop(key)
+    return (f"the job's parts: the driver JVM {jvm:.2f} ("
+            + ", ".join(f"{name} {used:.2f}" for name, used in threads.items())
+            + f", the rest, threads that ended too, {jvm - sum(threads.values()):.2f}), "
+            + ", ".join(f"{name} {used:.2f}" for name, used in parts.items()))
 
 
 def _start_job(stack: Any, prefix: str, tmp_path: Path, delivery: str = "exactly-once",
@@ -335,7 +356,8 @@ def _measure(session: Any, inserts: list[Any], bootstrap: str, prefix: str, topi
         cores: dict[str, float] = {}
         if before:
             after, wall = cpu(), time.monotonic() - started  # type: ignore[misc]
-            cores = {name: (after[name] - used) / wall for name, used in before.items()}
+            cores = {name: (used - before.get(name, 0.0)) / wall  # (a new thread's whole)
+                    for name, used in after.items()}
         deadline = time.monotonic() + 120
         while len(latencies) < RATE * SECONDS and time.monotonic() < deadline:
             _poll(consumer, latencies, warmup, 0.2, arrivals)
@@ -381,9 +403,11 @@ def _report(what: str, latencies: list[float], measured: int,
                           for name in names))
     if cores:
         machine = cores.pop("machine")
+        parts = _job_line(cores)
         print(f"cores busy over the measured writes: {machine:.2f} of {os.cpu_count()}: "
               + ", ".join(f"{name} {used:.2f}" for name, used in cores.items())
               + f", the rest {machine - sum(cores.values()):.2f}")
+        print(f"  {parts}")
 
 
 def _quantiles(seconds: list[float]) -> str:
