@@ -52,11 +52,16 @@ CATCH_UP_WITHIN_MS = 12 * 3600 * 1000
 _FIRED_NOT = -1  # an expiry index entry not fired yet
 
 
-def _options() -> Options:
+def store_options() -> Options:
+    """The RocksDB options of a partition store (opened by every task, every micro-batch)."""
     options = Options(raw_mode=True)
     # RocksDB starts a new info LOG at every open, one per task and micro-batch here, and
     # keeps 1,000 old ones by default
     options.set_keep_log_file_num(2)
+    # and at every open it starts threads to open the table files, 16 by default whatever
+    # their number (a store holds a few): on busy cores the open waits for each to run
+    # (tests/benchmarks/bench_store_open.py)
+    options.set_max_file_opening_threads(1)
     return options
 
 
@@ -76,7 +81,7 @@ def open_store(path: Path, wait_s: float = LOCK_WAIT_S) -> Rdict:
     warned = False
     while True:
         try:
-            return Rdict(str(path), _options())
+            return Rdict(str(path), store_options())
         except Exception as exc:  # rocksdict raises a bare Exception with RocksDB's status
             if "lock" not in str(exc).lower():
                 raise
