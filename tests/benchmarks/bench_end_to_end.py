@@ -27,7 +27,9 @@ same session). BENCH_DRIVER_JIT
 each entry. Each RF=3 result also splits every write's latency where its first copy
 reached the raw topic (a consumer of it beside the events' consumer): Cassandra with the
 publishers before, the job after; and prints the median of each micro-batch phase
-(Spark's durationMs) over the batches seen.
+(Spark's durationMs) over the batches seen. After each table count, BENCH_FLOOR_S (20) s
+of Kafka's own floor for the same load (`event_floor`): the same events written by the
+job's transactional producers alone, one per raw partition, with the broker's cores.
 """
 
 from __future__ import annotations
@@ -43,7 +45,10 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient
 from cpu_use import JVM_THREADS, job_split_s, machine_busy_s, process_cpu_s, tree_cpu_s
+from event_floor import Load, idle_cores
+from event_floor import run as run_floor
 from spark_runs import transactions_line
 
 from devstack import cassandra, kafka
@@ -84,6 +89,8 @@ HTTP_PORT = 18112
 LAST_BREAKDOWN: list = []  # the last progress report seen: where a micro-batch's time goes
 PHASES: dict[int, dict[str, int]] = {}  # each batch seen: its durationMs, by phase
 JOB_PART = "job/"  # _cpu's entries of the job's parts (cpu_use.job_split_s)
+# after each RF=3 table count: Kafka's own floor for its load, measured for this long (0: not)
+FLOOR_S = int(os.environ.get("BENCH_FLOOR_S", "20"))
 
 
 def test_bench_end_to_end_latency(stack, tmp_path) -> None:
@@ -189,6 +196,7 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
         for insert in inserts:  # each table's schema published before the job starts
             session.execute(insert, (-1, time.time_ns() // 1000))
         publishers.wait_caught_up()
+        raw_partitions = _partitions(ring.bootstrap_servers, raw_topic(prefix))
         job = _start_job(ring, prefix, tmp_path, delivery, START, jit)
         nodes = [cassandra.running_pid(n) for n in ring.all_nodes()]
         broker = kafka.running_pid(stack)
@@ -230,6 +238,20 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
           f"{machine:.2f}: "
           + ", ".join(f"{name} {used:.2f}" for name, used in quiet.items()))
     print(f"  {parts}")
+    if FLOOR_S > 0:
+        # the same events, written by the job's transactional producers alone (one per raw
+        # partition, a transaction each a second, events.partitions' default 1): what this
+        # load costs the broker at best, on the same broker in the same run
+        floor = run_floor(ring.bootstrap_servers, broker, idle_cores(broker),
+                          Load("paced", count, 1, raw_partitions, RATE, FLOOR_S))
+        print(f"Kafka's own floor for this load, {count} table(s), the job's producers "
+              f"alone ({raw_partitions}, one per raw partition): {floor.line}")
+
+
+def _partitions(bootstrap: str, topic: str) -> int:
+    """How many partitions `topic` has."""
+    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
+    return len(meta.topics[topic].partitions)
 
 
 def _cpu(trees: dict[str, list[int]]) -> dict[str, float]:
