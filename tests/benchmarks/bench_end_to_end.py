@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer
-from confluent_kafka.admin import AdminClient
 from cpu_use import JVM_THREADS, job_split_s, machine_busy_s, process_cpu_s, tree_cpu_s
 from event_floor import Load, idle_cores
 from event_floor import run as run_floor
@@ -53,6 +52,7 @@ from spark_runs import transactions_line
 
 from devstack import cassandra, kafka
 from devstack.cassandra import cql_cluster
+from materializer.kafka.start_topics import raw_partitions
 from materializer.spark.progress import PARTITION_METRICS
 from shared.rowupdate import VERSION_BYTE, mutation_time_of_value
 from shared.topic_names import raw_topic
@@ -196,7 +196,7 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
         for insert in inserts:  # each table's schema published before the job starts
             session.execute(insert, (-1, time.time_ns() // 1000))
         publishers.wait_caught_up()
-        raw_partitions = _partitions(ring.bootstrap_servers, raw_topic(prefix))
+        raws = raw_partitions({"bootstrap.servers": ring.bootstrap_servers}, prefix)
         job = _start_job(ring, prefix, tmp_path, delivery, START, jit)
         nodes = [cassandra.running_pid(n) for n in ring.all_nodes()]
         broker = kafka.running_pid(stack)
@@ -243,15 +243,9 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
         # partition, a transaction each a second, events.partitions' default 1): what this
         # load costs the broker at best, on the same broker in the same run
         floor = run_floor(ring.bootstrap_servers, broker, idle_cores(broker),
-                          Load("paced", count, 1, raw_partitions, RATE, FLOOR_S))
+                          Load("paced", count, 1, raws[raw_topic(prefix)], RATE, FLOOR_S))
         print(f"Kafka's own floor for this load, {count} table(s), the job's producers "
-              f"alone ({raw_partitions}, one per raw partition): {floor.line}")
-
-
-def _partitions(bootstrap: str, topic: str) -> int:
-    """How many partitions `topic` has."""
-    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
-    return len(meta.topics[topic].partitions)
+              f"alone ({raws[raw_topic(prefix)]}, one per raw partition): {floor.line}")
 
 
 def _cpu(trees: dict[str, list[int]]) -> dict[str, float]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import resource
 import statistics
 import time
 import uuid
@@ -55,10 +54,10 @@ class Load:
 
 @dataclass(frozen=True)
 class FloorRun:
-    """One run's figures: the broker's CPU (its idle use taken off) and the line to print."""
+    """One run's figures: the broker's CPU a change (its idle use taken off) and the line
+    to print."""
 
     per_change_us: float
-    broker_cores: float  # over the run's wall time
     line: str
 
 
@@ -98,7 +97,8 @@ def run(bootstrap: str, broker_pid: int, idle_cores: float, load: Load) -> Floor
     # (librdkafka queues each statistics report until a poll: the loop below polls)
     conf = {"bootstrap.servers": bootstrap, "statistics.interval.ms": 1000,
             "stats_cb": stats.on_stats}
-    cpu0, wall0, own0 = process_cpu_s(broker_pid), time.monotonic(), _own_cpu_s()
+    # this process's CPU: the producing loop and librdkafka's threads
+    cpu0, wall0, own0 = process_cpu_s(broker_pid), time.monotonic(), process_cpu_s(os.getpid())
     producers = [PartitionTransaction(conf, f"{prefix}-{raw}") for raw in range(load.raw)]
     rng = random.Random(7)
     written, touched, commits, rounds = 0, [], [], []
@@ -116,8 +116,7 @@ def run(bootstrap: str, broker_pid: int, idle_cores: float, load: Load) -> Floor
         started = time.monotonic()
         txn.commit()
         commits.append(time.monotonic() - started)
-        parts = len(seen) * load.partitions
-        touched.append(parts if count >= parts else min(count, parts))
+        touched.append(min(count, len(seen) * load.partitions))
 
     for _ in range(load.rounds()):
         started = time.monotonic()
@@ -132,7 +131,7 @@ def run(bootstrap: str, broker_pid: int, idle_cores: float, load: Load) -> Floor
         txn._producer.poll(0.2)
         txn.close()
     busy = process_cpu_s(broker_pid) - cpu0 - idle_cores * wall
-    own = _own_cpu_s() - own0  # the producing loop and librdkafka's threads
+    own = process_cpu_s(os.getpid()) - own0
     # a thousand topics a run left behind would fill the broker's heap in a few runs; their
     # deletion keeps the broker busy a while, so the next run waits until it is quiet
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -154,13 +153,7 @@ def run(bootstrap: str, broker_pid: int, idle_cores: float, load: Load) -> Floor
               f"{statistics.median(rounds):.2f}s")
     assert written == load.per_transaction() * load.raw * load.rounds()
     assert stats.total("EndTxn") == len(commits)  # librdkafka saw every commit
-    return FloorRun(per_change, busy / wall, line)
-
-
-def _own_cpu_s() -> float:
-    """CPU seconds this process has used, every thread (librdkafka's too)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    return FloorRun(per_change, line)
 
 
 def quiet(broker_pid: int, cores: float = 0.06, within_s: float = 120) -> float:
