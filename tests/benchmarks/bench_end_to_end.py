@@ -29,7 +29,8 @@ reached the raw topic (a consumer of it beside the events' consumer): Cassandra 
 publishers before, the job after; and prints the median of each micro-batch phase
 (Spark's durationMs) over the batches seen. After each table count, BENCH_FLOOR_S (20) s
 of Kafka's own floor for the same load (`event_floor`): the same events written by the
-job's transactional producers alone, one per raw partition, with the broker's cores.
+job's transactional producers alone, one per raw partition, with the broker's cores; then
+the same by Kafka's Java producer (BENCH_FLOOR_CLIENTS, "librdkafka,java").
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from event_floor import run as run_floor
 from spark_runs import transactions_line
 
 from devstack import cassandra, kafka
+from devstack.artifacts import lib_dir
 from devstack.cassandra import cql_cluster
 from materializer.kafka.start_topics import raw_partitions
 from materializer.spark.progress import PARTITION_METRICS
@@ -91,6 +93,8 @@ PHASES: dict[int, dict[str, int]] = {}  # each batch seen: its durationMs, by ph
 JOB_PART = "job/"  # _cpu's entries of the job's parts (cpu_use.job_split_s)
 # after each RF=3 table count: Kafka's own floor for its load, measured for this long (0: not)
 FLOOR_S = int(os.environ.get("BENCH_FLOOR_S", "20"))
+# the floor's clients: the job's (librdkafka) and Kafka's Java producer (event_floor)
+FLOOR_CLIENTS = os.environ.get("BENCH_FLOOR_CLIENTS", "librdkafka,java").split(",")
 
 
 def test_bench_end_to_end_latency(stack, tmp_path) -> None:
@@ -241,11 +245,15 @@ def _latency_rf3(stack: Any, ring: Any, tmp_path: Path, count: int,
     if FLOOR_S > 0:
         # the same events, written by the job's transactional producers alone (one per raw
         # partition, a transaction each a second, events.partitions' default 1): what this
-        # load costs the broker at best, on the same broker in the same run
-        floor = run_floor(ring.bootstrap_servers, broker, idle_cores(broker),
-                          Load("paced", count, 1, raws[raw_topic(prefix)], RATE, FLOOR_S))
-        print(f"Kafka's own floor for this load, {count} table(s), the job's producers "
-              f"alone ({raws[raw_topic(prefix)]}, one per raw partition): {floor.line}")
+        # load costs the broker at best, on the same broker in the same run; then by Kafka's
+        # Java producer, which puts a broker's partitions in one request
+        raw = raws[raw_topic(prefix)]
+        for client in FLOOR_CLIENTS:
+            floor = run_floor(ring.bootstrap_servers, broker, idle_cores(broker),
+                              Load("paced", count, 1, raw, RATE, FLOOR_S), client,
+                              lib_dir(stack.lib_dir, "kafka"))
+            print(f"Kafka's own floor for this load, {count} table(s), {raw} producers "
+                  f"alone (one per raw partition), {client}: {floor.line}")
 
 
 def _cpu(trees: dict[str, list[int]]) -> dict[str, float]:
