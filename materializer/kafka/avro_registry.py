@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import random
 import ssl
 import time
 import urllib.error
@@ -60,13 +61,26 @@ def registry_checks(events: EventSettings | None) -> list[Callable[[], None]]:
     return [check]
 
 
+def _pause(attempt: int) -> None:
+    """Wait before retry `attempt` + 1: doubling from 0.1 s up to 5 s, each wait drawn from
+    half to one and a half of that, so writers that raced into one failure (Spark's
+    workers registering one table's schema at once) do not race again in step."""
+    time.sleep(min(0.1 * 2.0 ** attempt, 5.0) * random.uniform(0.5, 1.5))
+
+
 class ConfluentRegistry:
-    """Registers schemas with a Confluent-compatible registry at `url`."""
+    """Registers schemas with a Confluent-compatible registry at `url`.
+
+    A 5xx or no answer is retried for `retry_s` (a registry restarting, or its storage's
+    lock contention, heals in seconds: failing the task then would only restart it), or
+    at most `attempts` times when that is given; a 4xx is a refusal, never retried."""
 
     def __init__(self, url: str, access: RegistryAccess = OPEN,
-                 timeout_s: float = 10.0, attempts: int = 5) -> None:
+                 timeout_s: float = 10.0, retry_s: float = 60.0,
+                 attempts: int | None = None) -> None:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
+        self.retry_s = retry_s
         self.attempts = attempts
         self._context = (ssl.create_default_context(cafile=access.ca_file)
                          if access.ca_file else None)
@@ -121,7 +135,10 @@ class ConfluentRegistry:
         """The registry's id of `schema` under `subject` (registering it if new)."""
         body = json.dumps({"schema": json.dumps(schema), "schemaType": "AVRO"}).encode()
         subject_path = f"{self.url}/subjects/{urllib.request.quote(subject, safe='')}"
-        for attempt in range(1, self.attempts + 1):
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 return self._register_once(subject_path, body)
             except urllib.error.HTTPError as exc:
@@ -141,12 +158,15 @@ class ConfluentRegistry:
                 failure = exc
             except (OSError, ValueError, KeyError) as exc:
                 failure = exc
+            spent = time.monotonic() - started
+            if attempt == self.attempts or spent >= self.retry_s:
+                raise RegistryError(f"schema registry {self.url} unreachable for subject "
+                                    f"{subject!r} after {attempt} attempts in {spent:.1f} s: "
+                                    f"{failure}")
             log.warning("schema registry not answering; retrying",
                         extra={"url": self.url, "subject": subject, "attempt": attempt,
                                "error": str(failure)})
-            time.sleep(min(2.0 ** attempt * 0.1, 5.0))
-        raise RegistryError(f"schema registry {self.url} unreachable for subject {subject!r} "
-                            f"after {self.attempts} attempts: {failure}")
+            _pause(attempt)
 
     def _register_once(self, subject_path: str, body: bytes, again: bool = True) -> int:
         """POST the schema; on a conflict (409) find it under the subject, or POST once more.

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from materializer.kafka import avro_registry
 from materializer.kafka.avro_registry import ConfluentRegistry, RegistryError
 from materializer.output.avro_wire import RegistryAccess
 from materializer.settings import MaterializerConfig
@@ -30,7 +31,7 @@ _BASIC = "Basic " + base64.b64encode(b"key:s3cret").decode()
 class _Registry(BaseHTTPRequestHandler):
     seen: ClassVar[list[tuple[str, str, Any]]] = []
     auth: ClassVar[list[str | None]] = []
-    failures_left: ClassVar[dict[str, int]] = {"flaky-value": 1}
+    failures_left: ClassVar[dict[str, int]] = {"flaky-value": 1, "locked-table-value": 9}
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -73,7 +74,7 @@ def registry() -> Iterator[str]:
     thread.start()
     _Registry.seen.clear()
     _Registry.auth.clear()
-    _Registry.failures_left["flaky-value"] = 1
+    _Registry.failures_left.update({"flaky-value": 1, "locked-table-value": 9})
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/"
     finally:
@@ -110,12 +111,36 @@ def test_server_errors_are_retried(registry: str) -> None:
     assert len(_Registry.seen) == 2
 
 
+def test_server_errors_are_retried_past_five_apart_not_in_step(
+        registry: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nine 500s in a row (Apicurio's H2 lock timeouts under eight racing writers): still
+    its id, and the pauses are spread, so racing writers do not meet again in step."""
+    pauses: list[float] = []
+    monkeypatch.setattr(avro_registry.time, "sleep", pauses.append)
+    assert ConfluentRegistry(registry).register("locked-table-value", SCHEMA) == 42
+    assert len(pauses) == 9 and max(pauses) <= 7.5
+    steps = [min(0.1 * 2.0 ** attempt, 5.0) for attempt in range(1, 10)]
+    assert all(0.5 * step <= pause <= 1.5 * step for pause, step in zip(pauses, steps,
+                                                                         strict=True))
+    assert pauses != steps
+
+
+def test_unreachable_registry_fails_loudly_after_its_time() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = ConfluentRegistry(f"http://127.0.0.1:{port}", timeout_s=1, retry_s=1.0)
+    with pytest.raises(RegistryError, match=r"unreachable for subject 'x-key' after \d+ "
+                                            r"attempts in \d+\.\d s"):
+        client.register("x-key", SCHEMA)
+
+
 def test_unreachable_registry_fails_loudly_after_its_attempts() -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     client = ConfluentRegistry(f"http://127.0.0.1:{port}", timeout_s=1, attempts=2)
-    with pytest.raises(RegistryError, match="unreachable for subject 'x-key' after 2"):
+    with pytest.raises(RegistryError, match="unreachable for subject 'x-key' after 2 attempts"):
         client.register("x-key", SCHEMA)
 
 
