@@ -26,7 +26,7 @@ UNIT        := tests/unit tests/devstack/unit
 INTEGRATION := tests/integration tests/devstack/integration
 
 test: venv  ## the whole suite: unit tests, then integration tests on the real stack
-	$(PY) -m pytest --durations=40 -m "not measurement" $(UNIT) $(INTEGRATION)
+	$(PY) -m pytest --durations=0 --durations-min=20 -m "not measurement" $(UNIT) $(INTEGRATION)
 
 measure: venv  ## tests that take a figure the docs quote (e.g. cdc_on_repair_enabled false on a joining node); not part of `make test`
 	$(PY) -m pytest -s -m measurement $(INTEGRATION)
