@@ -203,9 +203,11 @@ def _write_java(bootstrap: str, prefix: str, topics: list[str], load: Load,
                          timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
+    version = ("transactions v2: no AddPartitionsToTxn" if got["transaction_v2"]
+               else "transactions v1")
     return _Written(got["written"], got["commits"], got["rounds"], requests=(
         f"requests {got['requests']:,} of every kind, about {got['produce_requests']:,} "
-        "produce requests (records sent over records a request)"))
+        f"produce requests (records sent over records a request); {version}"))
 
 
 def _children_cpu_s() -> float:

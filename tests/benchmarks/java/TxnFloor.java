@@ -7,9 +7,13 @@
 // where librdkafka sends one request per partition: this measures what that is worth to
 // the broker. Run as a single-file program with kafka-clients on the class path:
 //   java -cp 'kafka/libs/*' TxnFloor.java BOOTSTRAP ID_PREFIX PRODUCERS PER_TXN ROUNDS PACED VALUE < topics
-// Prints one JSON line: changes, commit and round seconds, the producers' request counts.
+// Prints one JSON line: changes, commit and round seconds, the producers' request counts,
+// and whether the client ran transactions v2 (KIP-890: partitions join a transaction with
+// their first produce request, no AddPartitionsToTxn; a Kafka 4 broker's transaction.version
+// 2 and a 4.x client), read from the producer's private state, as the client says it nowhere.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
+import java.lang.reflect.Field;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -74,7 +78,9 @@ public class TxnFloor {
             if (paced && took < 1) Thread.sleep((long) ((1 - took) * 1000));
         }
         double requests = 0, produceRequests = 0;
+        boolean v2 = true;
         for (KafkaProducer<byte[], byte[]> producer : txns) {
+            v2 &= transactionV2(producer);
             for (Map.Entry<MetricName, ? extends Metric> m : producer.metrics().entrySet()) {
                 MetricName name = m.getKey();
                 if (!name.group().equals("producer-metrics")) continue;
@@ -90,7 +96,16 @@ public class TxnFloor {
         }
         System.out.println("{\"written\": " + written + ", \"commits\": " + commits
                 + ", \"rounds\": " + roundSeconds + ", \"requests\": " + (long) requests
-                + ", \"produce_requests\": " + Math.round(produceRequests) + "}");
+                + ", \"produce_requests\": " + Math.round(produceRequests)
+                + ", \"transaction_v2\": " + v2 + "}");
+    }
+
+    private static boolean transactionV2(KafkaProducer<byte[], byte[]> producer)
+            throws ReflectiveOperationException {
+        Field field = KafkaProducer.class.getDeclaredField("transactionManager");
+        field.setAccessible(true);
+        Object manager = field.get(producer);
+        return (boolean) manager.getClass().getMethod("isTransactionV2Enabled").invoke(manager);
     }
 
     private static double metric(KafkaProducer<byte[], byte[]> producer, String wanted) {
