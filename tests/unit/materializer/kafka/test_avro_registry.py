@@ -118,7 +118,7 @@ def test_server_errors_are_retried_past_five_apart_not_in_step(
     pauses: list[float] = []
     monkeypatch.setattr(avro_registry.time, "sleep", pauses.append)
     assert ConfluentRegistry(registry).register("locked-table-value", SCHEMA) == 42
-    assert len(pauses) == 9 and max(pauses) <= 7.5
+    assert len(pauses) == 9
     steps = [min(0.1 * 2.0 ** attempt, 5.0) for attempt in range(1, 10)]
     assert all(0.5 * step <= pause <= 1.5 * step for pause, step in zip(pauses, steps,
                                                                          strict=True))
