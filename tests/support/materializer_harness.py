@@ -353,6 +353,17 @@ def publish_inserts(bootstrap: str, prefix: str, rows: Mapping[int, Iterable[int
     assert producer.flush(60) == 0
 
 
+def paced_read(fetch_wait_ms: int) -> tuple[str, ...]:
+    """Job settings that read publish_inserts(one_per_batch=True)'s records one producer
+    batch a fetch, each fetch held by the broker for `fetch_wait_ms` (its fetch.min.bytes is
+    never reached), into Arrow batches of 100: a task reads N of them for N x fetch_wait_ms
+    at least, however fast the machine, so a test can act while it is still reading."""
+    return ("kafka.consumer.max.partition.fetch.bytes=256",
+            "kafka.consumer.fetch.min.bytes=1000000",
+            f"kafka.consumer.fetch.max.wait.ms={fetch_wait_ms}",
+            "spark.conf.spark.sql.execution.arrow.maxRecordsPerBatch=100")
+
+
 def inserted_rows(bootstrap: str, prefix: str) -> list[tuple[int, int, dict, dict | None]]:
     """The events of publish_inserts' table (tombstones left out; none while the job has
     not made its topic yet)."""

@@ -2,11 +2,13 @@
 a sibling task failed (the job then fails the micro-batch, starts again from its
 checkpoint and moves on, every change once), and one whose Kafka read fails mid-batch.
 
-How the first is made: the raw topic has two partitions, so a local[2] job runs each in a
-task of its own. Partition 0's store cannot open (a file stands where its directory goes),
-so its task fails at once; partition 1's task reads its records a few at a time (the
-source's max.partition.fetch.bytes, one record per producer batch, Arrow batches of 100
-rows), so it is still reading when Spark aborts the stage and kills it. On Spark 4.2 the
+Both read their records one fetch at a time, each fetch held by the broker for FETCH_WAIT_MS
+(support.materializer_harness.paced_read), so a read's length is set by its records, not
+by how fast the machine is that hour. How the first is made: the raw topic has two
+partitions, so a local[2] job runs each in a task of its own. Partition 0's store cannot
+open (a file stands where its directory goes), so its task fails once it has read its few
+records; partition 1's task reads for SLOW_ROWS x FETCH_WAIT_MS at least, so it is still
+reading when Spark aborts the stage and kills it. On Spark 4.2 the
 worker of such a task was stopped before it reached its commit in every run here; what a
 worker does with an input cut where it could still commit is held at the worker's stream
 by tests/unit/materializer/spark/test_cut_input_watch.py.
@@ -29,13 +31,15 @@ from support.materializer_harness import (
     inserted_rows,
     kill_group,
     materializer_command,
+    paced_read,
     publish_inserts,
     start_materializer,
     wait_for_log,
 )
 
 pytestmark = pytest.mark.integration
-SLOW_ROWS = 3_000  # partition 1: one new row each, read a few records per fetch
+FETCH_WAIT_MS = 5  # each fetch of one producer batch (one record)
+SLOW_ROWS = 2_000  # partition 1: one new row each, read for 10 s at least
 FAST_ROWS = 10  # partition 0: its task fails at its store
 
 
@@ -51,9 +55,8 @@ def test_a_task_stopped_mid_input_commits_nothing_and_the_job_moves_on(
     blocker.write_text("not a store")  # partition 0's task fails when it opens its store
     log = tmp_path / "job.log"
     job = start_materializer(materializer_command(
-        stack, prefix, checkpoint, "spark.master=local[2]",
-        "kafka.consumer.max.partition.fetch.bytes=256",
-        "spark.conf.spark.sql.execution.arrow.maxRecordsPerBatch=100", available_now=False), log)
+        stack, prefix, checkpoint, "spark.master=local[2]", *paced_read(FETCH_WAIT_MS),
+        available_now=False), log)
     try:
         wait_for_log(log, "starting it again from its checkpoint", job)
         blocker.unlink()  # the restart (after its backoff) opens the store
@@ -77,23 +80,23 @@ def test_a_task_whose_kafka_read_fails_mid_batch_commits_nothing(
         stack: StackSettings, tmp_path: Path) -> None:
     """The JVM's read of the raw partition fails while the task is under way (records
     deleted ahead of it: Spark's source raises data loss in the JVM's input iterator) after
-    the worker has taken some of its Arrow batches. Nothing of the partition is committed,
-    and the job ends on the data loss, which no restart cures."""
+    the worker has taken some of its Arrow batches (12 s after the query's start, of a read
+    of 60 s at least). Nothing of the partition is committed, and
+    the job ends on the data loss, which no restart cures."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
     prefix = f"cut{uuid.uuid4().hex[:6]}"
-    rows = 12_000  # read about 600 a second: the read runs about 20 s
+    rows = 12_000  # read for 60 s at least (FETCH_WAIT_MS each)
     publish_inserts(stack.bootstrap_servers, prefix, {0: range(rows)}, one_per_batch=True)
     log = tmp_path / "job.log"
     job = start_materializer(materializer_command(
         stack, prefix, tmp_path / "checkpoint", "spark.master=local[2]",
-        "kafka.consumer.max.partition.fetch.bytes=256",
-        "spark.conf.spark.sql.execution.arrow.maxRecordsPerBatch=100",
-        available_now=False), log)
+        *paced_read(FETCH_WAIT_MS), available_now=False), log)
     try:
         wait_for_log(log, "query started", job)
-        time.sleep(8)  # the task has read a few thousand records of the 12,000
+        # its task has started (2-6 s after the query here) and read 2,400 records at most
+        time.sleep(12)
         admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
         gone = admin.delete_records([TopicPartition(raw_topic(prefix), 0, rows - 100)])
         for future in gone.values():
@@ -105,3 +108,4 @@ def test_a_task_whose_kafka_read_fails_mid_batch_commits_nothing(
     assert "Could not read records in offset" in text, text[-4000:]  # cut mid-batch
     assert code == 1 and "raw records were deleted before the job read them" in text
     assert inserted_rows(stack.bootstrap_servers, prefix) == []
+

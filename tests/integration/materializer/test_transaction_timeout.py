@@ -31,6 +31,7 @@ from support.materializer_harness import (
     inserted_rows,
     kill_group,
     materializer_command,
+    paced_read,
     publish_inserts,
     start_materializer,
     wait_for_log,
@@ -48,11 +49,7 @@ def test_a_batch_read_for_longer_than_the_transaction_timeout_commits(
     log = tmp_path / "job.log"
     job = start_materializer(materializer_command(
         stack, prefix, tmp_path / "checkpoint", "events.transaction_timeout_s=2",
-        "kafka.consumer.max.partition.fetch.bytes=256",
-        "kafka.consumer.fetch.min.bytes=1000000",
-        f"kafka.consumer.fetch.max.wait.ms={FETCH_WAIT_MS}",
-        "spark.conf.spark.sql.execution.arrow.maxRecordsPerBatch=100",
-        available_now=False), log)
+        *paced_read(FETCH_WAIT_MS), available_now=False), log)
     try:
         deadline = time.monotonic() + 300
         events: list = []
