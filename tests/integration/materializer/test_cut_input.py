@@ -8,10 +8,10 @@ by how fast the machine is that hour. How the first is made: the raw topic has t
 partitions, so a local[2] job runs each in a task of its own. Partition 0's store cannot
 open (a file stands where its directory goes), so its task fails once it has read its few
 records; partition 1's task reads for SLOW_ROWS x FETCH_WAIT_MS at least, so it is still
-reading when Spark aborts the stage and kills it. On Spark 4.2 the
-worker of such a task was stopped before it reached its commit in every run here; what a
-worker does with an input cut where it could still commit is held at the worker's stream
-by tests/unit/materializer/spark/test_cut_input_watch.py.
+reading when Spark aborts the stage and kills it. On Spark 4.2 the worker of such a task
+was stopped before it reached its commit in every run here; what a worker does with an
+input cut where it could still commit is held at the worker's stream by
+tests/unit/materializer/spark/test_cut_input_watch.py.
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def test_a_task_whose_kafka_read_fails_mid_batch_commits_nothing(
     """The JVM's read of the raw partition fails while the task is under way (records
     deleted ahead of it: Spark's source raises data loss in the JVM's input iterator) after
     the worker has taken some of its Arrow batches (12 s after the query's start, of a read
-    of 60 s at least). Nothing of the partition is committed, and
-    the job ends on the data loss, which no restart cures."""
+    of 60 s at least). Nothing of the partition is committed, and the job ends on the data
+    loss, which no restart cures."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
@@ -95,7 +95,8 @@ def test_a_task_whose_kafka_read_fails_mid_batch_commits_nothing(
         *paced_read(FETCH_WAIT_MS), available_now=False), log)
     try:
         wait_for_log(log, "query started", job)
-        # its task has started (2-6 s after the query here) and read 2,400 records at most
+        # its task has started (4-5 s after the query in the runs here: the read was cut at
+        # offset 1,469-1,604) and, paced, has read 2,400 records at most
         time.sleep(12)
         admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
         gone = admin.delete_records([TopicPartition(raw_topic(prefix), 0, rows - 100)])
@@ -108,4 +109,3 @@ def test_a_task_whose_kafka_read_fails_mid_batch_commits_nothing(
     assert "Could not read records in offset" in text, text[-4000:]  # cut mid-batch
     assert code == 1 and "raw records were deleted before the job read them" in text
     assert inserted_rows(stack.bootstrap_servers, prefix) == []
-
