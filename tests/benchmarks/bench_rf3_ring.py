@@ -293,7 +293,8 @@ def _print_costs(costs: dict[int, dict[str, float]],
         ours = (costs[tables]["the three publishers"] + costs[tables]["the broker (writes)"]
                 + sum(used.values()))
         # a floor's run in the job's place bounds casscade's share from below: the same
-        # publishers and broker, and a query that does less than the job must
+        # publishers and broker, and a query with less to do than the job (arrow-floor:
+        # the least Python, one record a change; kafka-floor: no Python, every copy out)
         whole = ("casscade in all (publishers, broker, job)" if api.split("+")[0] ==
                  "partition" else f"the publishers and broker with {api} as the job")
         print(f"  {tables} table(s), {api} on {master}: " + ", ".join(
