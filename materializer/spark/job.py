@@ -162,8 +162,8 @@ def session(cfg: MaterializerConfig, available_now: bool = False,
                # PySpark's daemon, quiet about the workers the JVM leaves at its stop
                .config("spark.python.daemon.module", DAEMON_MODULE)
                # a Python worker that dies of a signal (a native library's crash) leaves
-               # its threads' Python stacks in the task's error, not "exited unexpectedly"
-               # alone; nothing is paid until a crash
+               # its Python stack in the task's error, not "exited unexpectedly" alone
+               # (PySpark opens a faulthandler file per worker for it)
                .config("spark.python.worker.faulthandler.enabled", "true")
                .config("spark.ui.showConsoleProgress", "false"))
     if CONSUMER_CACHE not in s.conf:
