@@ -8,6 +8,12 @@ partition must then write nothing. The attempt opens the store (caught up with t
 changelog, which holds only committed transactions) and finds the batch recorded: it skips
 the partition's records. A batch recorded with other offsets than the attempt reads means
 the checkpoint's offsets and the store disagree; that stops the task with both ranges named.
+
+Beside it, what the partition's batch saw for the job's metrics (its events' freshness per
+table, and the rest of materializer.task.task_stats), committed with it: the attempt that
+skips the partition reports them in its place. A micro-batch's metrics come from its tasks'
+last attempts, so without them an attempt that committed a partition and then failed (or a
+batch run again after the driver's death) would leave that partition's events uncounted.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from materializer.store.partition_store import PartitionStore, record_key
 
 _NAME = b"raw-offsets"
 _VALUE = struct.Struct(">qqq")  # batch, first offset, last offset
+_STATS = b"raw-offsets-stats"  # batch (as _BATCH), then the batch's stats as JSON
+_BATCH = struct.Struct(">q")
 CHANGELOG_KEY = record_key(_NAME)  # the record's key in the changelog
 
 
@@ -38,6 +46,10 @@ class ConsumedOffsets:
         self.store = store
         raw = store.record(_NAME)
         self.batch, self.first, self.last = (-1, -1, -1) if raw is None else _VALUE.unpack(raw)
+        stats = store.record(_STATS)
+        # (a record of another batch is an earlier one's: this batch saw nothing to report)
+        self.stats = (stats[_BATCH.size:].decode() if stats is not None
+                      and _BATCH.unpack_from(stats)[0] == store.batch else None)
 
     def committed(self, first_offset: int) -> bool:
         """Whether this store's batch already committed, read from raw offset
@@ -59,6 +71,9 @@ class ConsumedOffsets:
                 f"{self.first} to {self.last}, and runs again up to offset {last_offset}: "
                 "the checkpoint and the store do not belong together")
 
-    def record(self, first_offset: int, last_offset: int) -> None:
-        """Record the raw offsets this batch consumed (written in its transaction)."""
+    def record(self, first_offset: int, last_offset: int, stats: str | None = None) -> None:
+        """Record the raw offsets this batch consumed, and what it saw (`stats`: JSON, None
+        for nothing), both written in its transaction."""
         self.store.set_record(_NAME, _VALUE.pack(self.store.batch, first_offset, last_offset))
+        if stats is not None:
+            self.store.set_record(_STATS, _BATCH.pack(self.store.batch) + stats.encode())

@@ -156,7 +156,8 @@ class _TaskMerge:
 
     def __init__(self, stores: TaskStores, handler: KeyMaterializer, now: int) -> None:
         self.stores, self.handler, self.now = stores, handler, now
-        self.stats = TaskStats()
+        self.stats = TaskStats()  # the task's own; each raw partition's in `seen`
+        self.seen: dict[Where, TaskStats] = {}
         self.dead_at_start = dict(handler.dead_lettered)  # a worker's handler serves many tasks
         self.by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
         self.drops: dict[Where, list[TableDrop]] = {}
@@ -180,7 +181,7 @@ class _TaskMerge:
                     self.copies_in -= 1  # that was its work (the expiries below)
                     with contextlib.suppress(ValueError, KeyError):  # a damaged one: no age
                         beat = decode_heartbeat(value)
-                        self.stats.heartbeat(beat.host, beat.at_ms)
+                        self.saw((topic, part)).heartbeat(beat.host, beat.at_ms)
                     continue
                 if value and value[0] == TABLE_DROP_BYTE:  # freed after the merge
                     self.copies_in -= 1
@@ -204,6 +205,13 @@ class _TaskMerge:
                 self.by_key.setdefault((topic, part, pk), []).append(
                     RawRecord(value, part, offset))
 
+    def saw(self, where: Where) -> TaskStats:
+        """What raw partition `where`'s batch saw (committed with it, exactly-once)."""
+        stats = self.seen.get(where)
+        if stats is None:
+            stats = self.seen[where] = TaskStats()
+        return stats
+
     def emit(self, where: Where, outputs: Iterable[tuple[str, bytes | None, bytes | None]]
              ) -> None:
         """Hand on events of raw partition `where`: into its transaction (exactly-once), or
@@ -223,20 +231,21 @@ class _TaskMerge:
         store = self.stores.get(topic, part)
         table_id = key[:TABLE_ID_SIZE]
         if self.stores.dropped[where].dropped_before(table_id):
-            self.stats.late += len(records)  # a lagging publisher's copies of a dropped table
+            self.saw(where).late += len(records)  # a lagging publisher's copies of a dropped table
             return
         blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
         result = self.handler.handle(topic, key[TABLE_ID_SIZE:], records, blob, schema_hash,
                                      self.now, _pages(store, key), table_id,
                                      self.stores.truncated[where].floor(table_id))
-        self.stats.covered += result.covered
+        self.saw(where).covered += result.covered
         if result.outputs and self.barriers:  # (rewrite_live leaves them out)
             self.emitted.add((topic, part, key))
         _apply(store, key, timer, result)
         if result.write_times_us and result.table is not None:
             written_s = time.time()
+            seen = self.saw(where)
             for ts_us in result.write_times_us:
-                self.stats.event(result.table, max(0.0, written_s - ts_us / 1e6))
+                seen.event(result.table, max(0.0, written_s - ts_us / 1e6))
         self.emit(where, result.outputs)
 
     def truncate(self) -> None:
@@ -265,7 +274,7 @@ class _TaskMerge:
                     self.emit(where, result.outputs)
                 if truncate.reset:  # no floor: what comes next merges into empty state
                     remove_table(store, table_id)
-                self.stats.truncate(truncate.name, changed)
+                self.saw(where).truncate(truncate.name, changed)
                 # to the barrier, in the transaction that applied it: this partition is done
                 applied = Applied(self.stores.job_id, truncate.table_id, truncate.keyspace,
                                   truncate.table, truncate.floor_us, *where, version,
@@ -315,13 +324,20 @@ class _TaskMerge:
         """Free the entries of every table a table-dropped record of the batch named."""
         for where, table_drops in self.drops.items():
             for drop in table_drops:
-                self.stats.drop(drop.name,
-                                self.stores.dropped[where].drop(drop.table_id.bytes))
+                self.saw(where).drop(drop.name,
+                                     self.stores.dropped[where].drop(drop.table_id.bytes))
 
     def counts(self) -> tuple[Any, ...]:
         """The task's row of counts (TASK_SCHEMA, topic null)."""
         stores = self.stores
         keys = sum(s.estimated_keys() for s in stores.open.values())
+        for where, seen in self.seen.items():
+            stores.keep_stats(where, seen.to_json())
+            self.stats.add(seen)
+        for where in stores.skipped:  # its batch's, as its committed attempt saw them
+            committed = stores.committed_stats(where)
+            if committed is not None:
+                self.stats.add(TaskStats.from_json(committed))
         for topic, count in self.handler.dead_lettered.items():
             self.stats.dead_letter(topic, count - self.dead_at_start.get(topic, 0))
         for init_s in stores.inits:

@@ -68,6 +68,39 @@ class TaskStats:
         self.txn[3] += commit_s
         self.txn[4] += topics
 
+    def add(self, other: TaskStats) -> None:
+        """Add what `other` saw (a raw partition of this task, or one it replays)."""
+        for table, counts in other.fresh.items():
+            mine = self.fresh.setdefault(table, [0.0] * len(counts))
+            for i, count in enumerate(counts):
+                mine[i] += count
+        for host, at_ms in other.beats.items():
+            self.heartbeat(host, at_ms)
+        for table, entries in other.dropped.items():
+            self.drop(table, entries)
+        for table, keys in other.truncated.items():
+            self.truncate(table, keys)
+        for topic, count in other.dead.items():
+            self.dead_letter(topic, count)
+        self.late += other.late
+        self.covered += other.covered
+        self.txn = [mine + theirs for mine, theirs in zip(self.txn, other.txn, strict=True)]
+
+    @classmethod
+    def from_json(cls, text: str) -> TaskStats:
+        """The stats `to_json` wrote."""
+        body = json.loads(text)
+        stats = cls()
+        stats.fresh = {table: [float(n) for n in counts]
+                       for table, counts in body.get("fresh", {}).items()}
+        stats.beats = {host: int(at) for host, at in body.get("beats", {}).items()}
+        stats.dropped = {t: int(n) for t, n in body.get("dropped", {}).items()}
+        stats.truncated = {t: int(n) for t, n in body.get("truncated", {}).items()}
+        stats.dead = {t: int(n) for t, n in body.get("dead", {}).items()}
+        stats.late, stats.covered = int(body.get("late", 0)), int(body.get("covered", 0))
+        stats.txn = [float(x) for x in body.get("txn", stats.txn)]
+        return stats
+
     def to_json(self) -> str | None:
         """The task's stats for the observed metrics (None: nothing seen)."""
         if not (self.fresh or self.beats or self.dropped or self.late or self.truncated

@@ -58,6 +58,7 @@ class TaskStores:
         self.consumed: dict[Where, ConsumedOffsets] = {}
         self.ranges: dict[Where, list[int]] = {}  # first and last raw offset read
         self.skipped: set[Where] = set()  # committed already: this attempt writes nothing
+        self.stats: dict[Where, str] = {}  # exactly-once: what each partition's batch saw
         self.stores_restored = self.writes_restored = 0
         self.produced = 0  # events and dead letters written in the transactions
         self.inits: list[float] = []  # seconds of each producer initialised for the task
@@ -140,6 +141,16 @@ class TaskStores:
             seen[1] = last
         return where not in self.skipped
 
+    def keep_stats(self, where: Where, stats: str | None) -> None:
+        """Exactly-once: what raw partition `where`'s batch saw (TaskStats JSON), to commit
+        with its offsets (a later attempt that skips the partition reports them)."""
+        if self.job is not None and stats is not None:
+            self.stats[where] = stats
+
+    def committed_stats(self, where: Where) -> str | None:
+        """What a skipped partition's committed batch saw (TaskStats JSON; None: nothing)."""
+        return self.consumed[where].stats if where in self.skipped else None
+
     def produce(self, where: Where, outputs: Iterable[tuple[str, bytes | None, bytes | None]]
                 ) -> None:
         """Write events of raw partition `where` in its transaction."""
@@ -173,7 +184,7 @@ class TaskStores:
                 if where in self.skipped:
                     self.consumed[where].check_end(last)
                 else:
-                    self.consumed[where].record(first, last)
+                    self.consumed[where].record(first, last, self.stats.get(where))
         except Exception as exc:  # noqa: BLE001 (returned: the other stores still close)
             error, ok = exc, False
         try:

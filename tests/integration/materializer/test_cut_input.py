@@ -1,6 +1,8 @@
 """A task whose input ends early commits nothing of it: one stopped while it reads because
 a sibling task failed (the job then fails the micro-batch, starts again from its
 checkpoint and moves on, every change once), and one whose Kafka read fails mid-batch.
+And a task that committed before its sibling failed: the batch's next attempt skips its
+partition and still counts its events in the job's metrics.
 
 Both read their records one fetch at a time, each fetch held by the broker for FETCH_WAIT_MS
 (support.materializer_harness.paced_read), so a read's length is set by its records, not
@@ -16,6 +18,7 @@ tests/unit/materializer/spark/test_cut_input_watch.py.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from pathlib import Path
@@ -36,6 +39,7 @@ from support.materializer_harness import (
     start_materializer,
     wait_for_log,
 )
+from support.services import free_port, metric, wait_until
 
 pytestmark = pytest.mark.integration
 FETCH_WAIT_MS = 5  # each fetch of one producer batch (one record)
@@ -74,6 +78,45 @@ def test_a_task_stopped_mid_input_commits_nothing_and_the_job_moves_on(
     assert duplicates(events) == []
     keys = sorted(e[2]["p"] for e in events)
     assert keys == list(range(SLOW_ROWS + FAST_ROWS)), "a change is missing"
+
+
+def test_a_partition_committed_before_its_sibling_failed_is_counted_by_the_next_attempt(
+        stack: StackSettings, tmp_path: Path) -> None:
+    """Partition 1's task (a few rows) commits; partition 0's reads its rows for 10 s at
+    least, then fails at its store. The micro-batch fails, so Spark reports none of its
+    tasks' metrics; its next attempt skips partition 1 (committed already) and reports what
+    partition 1's commit recorded it saw: the freshness count is every event's, once."""
+    prefix = f"cnt{uuid.uuid4().hex[:6]}"
+    publish_inserts(stack.bootstrap_servers, prefix,
+                    {0: range(SLOW_ROWS), 1: range(SLOW_ROWS, SLOW_ROWS + FAST_ROWS)},
+                    one_per_batch=True)
+    checkpoint = tmp_path / "checkpoint"
+    blocker = store_path(state_root(checkpoint), raw_topic(prefix), 0)
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("not a store")  # partition 0's task fails when it opens its store
+    log, port = tmp_path / "job.log", free_port()
+    job = start_materializer(materializer_command(
+        stack, prefix, checkpoint, "spark.master=local[2]", f"http.port={port}",
+        *paced_read(FETCH_WAIT_MS), available_now=False), log)
+    counted = 'casscade_materializer_freshness_seconds_count{table="ks.t"}'
+    total = SLOW_ROWS + FAST_ROWS
+    try:
+        wait_for_log(log, "starting it again from its checkpoint", job)
+        blocker.unlink()  # the restart (after its backoff) opens the store
+        wait_until(lambda: job.poll() is not None or len(inserted_rows(
+            stack.bootstrap_servers, prefix)) >= total, 300, "every row's event")
+        assert job.poll() is None, log.read_text()[-4000:]
+        # the batch's metrics follow its commit at once; none of a later batch can add any
+        with contextlib.suppress(AssertionError):
+            wait_until(lambda: metric(port, counted) == total, 30, "every event counted")
+        assert metric(port, counted) == total, f"{metric(port, counted)} events counted"
+        events = inserted_rows(stack.bootstrap_servers, prefix)
+    finally:
+        kill_group(job)
+    text = log.read_text()
+    assert f"of {raw_topic(prefix)}[1] committed already" in text, \
+        "partition 1 did not commit before its sibling failed"
+    assert duplicates(events) == [] and len(events) == total
 
 
 def test_a_task_whose_kafka_read_fails_mid_batch_commits_nothing(

@@ -59,3 +59,22 @@ def test_the_record_is_under_its_changelog_key(tmp_path: Path) -> None:
         assert decode(db.get(CHANGELOG_KEY)) == (7, 3, 9)
     finally:
         db.close()
+
+
+def test_what_a_committed_batch_saw_is_read_back_by_its_replay_only(tmp_path: Path) -> None:
+    """The stats committed with a partition's batch: a replay of that batch (which skips
+    the partition) reports them; a later batch, or a batch that saw nothing, has none."""
+    store = _store(tmp_path / "p0", 4)
+    ConsumedOffsets(store).record(100, 180, '{"fresh":{"ks.t":[3,0,0,0,0,0,0,0,0,0,0,0,1.5]}}')
+    store.close()
+    replay = _store(tmp_path / "p0", 4)
+    again = ConsumedOffsets(replay)
+    assert again.committed(100)
+    assert again.stats == '{"fresh":{"ks.t":[3,0,0,0,0,0,0,0,0,0,0,0,1.5]}}'
+    again.record(100, 180)  # (as the replay's close leaves it: check_end only, in the job)
+    replay.close()
+    later = _store(tmp_path / "p0", 5)
+    assert ConsumedOffsets(later).stats is None  # batch 4's are not batch 5's
+    ConsumedOffsets(later).record(181, 190)  # batch 5 saw nothing to report
+    later.close()
+    assert ConsumedOffsets(_store(tmp_path / "p0", 5)).stats is None
