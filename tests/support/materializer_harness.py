@@ -34,6 +34,7 @@ from shared.kafka_topics import read_to_end
 from shared.metrics import Registry
 from shared.schema import TableSchema
 
+from support.phases import phased
 from support.reference import copy_synced_segments, settled_offsets
 
 # the `source` fields that name the copy that made an event (any replica's copy may)
@@ -144,6 +145,7 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+@phased("jobs")
 def run_materializer(cmd: list[str], log: Path, timeout_s: float = 600,
                      env: Mapping[str, str] | None = None) -> None:
     """Run an --available-now job to its end; fails with the log's tail otherwise."""
@@ -310,6 +312,7 @@ def writes_of(path: Path, batch: int) -> int:
         db.close()
 
 
+@phased("jobs")
 def wait_for_log(log: Path, text: str, job: subprocess.Popen, timeout_s: float = 240) -> None:
     """Wait until the job's log holds `text`; fails with the log's tail if the job ends or
     the time runs out first."""
@@ -320,6 +323,7 @@ def wait_for_log(log: Path, text: str, job: subprocess.Popen, timeout_s: float =
         time.sleep(0.3)
 
 
+@phased("workloads")
 def publish_inserts(bootstrap: str, prefix: str, rows: Mapping[int, Iterable[int]],
                     one_per_batch: bool = False, version: int = 0) -> None:
     """Inserts of rows of support.mutations' ks.t, row n with partition key n, written

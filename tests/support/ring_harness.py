@@ -33,6 +33,7 @@ from support.materializer_harness import (
     oracle_rows,
     read_events,
 )
+from support.phases import phased
 from support.publisher_harness import AgentProcess
 from support.reference import settled_offsets
 from support.services import http_get, wait_until
@@ -204,6 +205,7 @@ class Workload:
     unavailable: int = 0
 
 
+@phased("workloads")
 def run_ring_workload(sessions: dict[int, Any], ks: str, count: int, seed: int,
                       down: Callable[[], set[int]] = set,
                       at: dict[int, Callable[[], None]] | None = None,

@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from support.phases import phased
+
 T = TypeVar("T")
 
 
@@ -45,6 +47,7 @@ def metric(port: int, name: str) -> float | None:
     return float(found.group(1)) if found else None
 
 
+@phased("polls")
 def wait_until(probe: Callable[[], T | None], timeout_s: float, what: str,
                interval_s: float = 0.25) -> T:
     """Poll `probe` until it returns something truthy; AssertionError naming `what` if not."""

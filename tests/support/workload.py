@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support.phases import phased
+
 PER_EXAMPLE = 18
 NOW_US = int(time.time() * 1_000_000)
 
@@ -216,6 +218,7 @@ def draw_statements(strategy: st.SearchStrategy[str], count: int,
     raise AssertionError(f"hypothesis never drew enough of {short}")
 
 
+@phased("workloads")
 def run_workload(cql, ks: str, count: int, cover: Sequence[str] = (),
                  floor: int = 10, keep: Callable[[str], bool] = lambda _s: True) -> list[str]:
     """Execute about `count` hypothesis-drawn statements (each marker of `cover` in at least
