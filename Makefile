@@ -25,8 +25,11 @@ demo: venv  ## start the local stack, run the demo workload, show what comes out
 UNIT        := tests/unit tests/devstack/unit
 INTEGRATION := tests/integration tests/devstack/integration
 
-test: venv  ## the whole suite: unit tests, then integration tests on the real stack
-	$(PY) -m pytest --durations=0 --durations-min=20 -m "not measurement" $(UNIT) $(INTEGRATION)
+# two pytest sessions side by side on services of their own (tests/support/suite_sections.py):
+# `stack` (the one-node stack's integration tests) and `ring` (the unit tests, then the rings,
+# the Spark cluster, HDFS; a Kafka of its own)
+test: venv  ## the whole suite: unit tests, then integration tests on the real stack, in two sections side by side
+	$(PY) tests/support/suite_sections.py
 
 measure: venv  ## tests that take a figure the docs quote (e.g. cdc_on_repair_enabled false on a joining node); not part of `make test`
 	$(PY) -m pytest -s -m measurement $(INTEGRATION)

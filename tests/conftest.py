@@ -32,23 +32,51 @@ def stack_settings() -> StackSettings:
     return StackSettings.from_env()
 
 
-# The stack's start, begun when collection ends if a collected test needs it, so it runs
-# beside the unit tests (one core) instead of holding up the first integration test:
-# (the start, the lines it logged, whether the `stack` fixture took it)
-_early: list[tuple[Future, list[str]]] = []
-_taken: list[bool] = []
+# The starts begun when collection ends, if a collected test needs them, so they run beside
+# the tests before the first that needs them (the unit tests, on one core) instead of
+# holding it up: the stack (or Kafka alone, for a run whose tests need no node of the
+# stack's, as the `ring` section of `make test`), then the ring. By name: (the start, the
+# lines it logged); a name is dropped when its fixture takes it.
+_early: dict[str, tuple[Future, list[str]]] = {}
+# The test ring: three nodes on 127.0.0.1-3 with ports of their own, so it runs beside the
+# one-node stack (whose tests need a node that holds every row) and a developer's own ring.
+RING_PORTS = {"cql_port": 9142, "storage_port": 7100, "jmx_port": 7300}
+
+
+def _ring_settings(s: StackSettings) -> StackSettings:
+    return replace(s, state_dir=s.state_dir / "ring", cluster_name="casscade-ring", nodes=3,
+                   **RING_PORTS)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the stack in the background when a collected test needs it."""
-    if session.config.option.collectonly or not any(
-            "stack" in getattr(item, "fixturenames", ()) for item in session.items):
+    """Start the stack (or Kafka alone) and the ring in the background, one after the
+    other, when a collected test needs them."""
+    if session.config.option.collectonly:
         return
-    lines: list[str] = []
-    pool = ThreadPoolExecutor(1, thread_name_prefix="stack-start")
-    _early.append((pool.submit(devstack.up, StackSettings.from_env(), log=lines.append),
-                   lines))
+    wanted = {name for item in session.items for name in getattr(item, "fixturenames", ())}
+    pool = ThreadPoolExecutor(1, thread_name_prefix="early-start")
+    if wanted & {"stack", "broker"}:
+        lines: list[str] = []
+        _early["stack"] = (pool.submit(devstack.up, StackSettings.from_env(), log=lines.append,
+                                       with_cassandra="stack" in wanted), lines)
+    if "ring" in wanted:
+        ring_lines: list[str] = []
+        _early["ring"] = (pool.submit(devstack.up, _ring_settings(StackSettings.from_env()),
+                                      log=ring_lines.append, with_kafka=False), ring_lines)
     pool.shutdown(wait=False)
+
+
+def _take(name: str) -> devstack.UpReport | None:
+    """The early start of `name`, once ended (its lines printed), if there was one and no
+    fixture took it yet."""
+    if name not in _early:
+        return None
+    start, lines = _early.pop(name)
+    try:
+        return start.result()
+    finally:
+        for line in lines:
+            print(f"[{name}] {line}")
 
 
 def _stop_started(s: StackSettings, report: devstack.UpReport) -> None:
@@ -63,46 +91,50 @@ def _stop_started(s: StackSettings, report: devstack.UpReport) -> None:
 
 @pytest.fixture(scope="session")
 def stack(stack_settings: StackSettings) -> Iterator[StackSettings]:
-    """The running local stack; started for the session if needed, stopped if we started it."""
-    if _early:
-        start, lines = _early[0]
-        _taken.append(True)
-        try:
-            report = start.result()
-        finally:
-            for line in lines:
-                print(f"[stack] {line}")
-    else:
-        report = devstack.up(stack_settings, log=lambda msg: print(f"[stack] {msg}"))
-    try:
-        yield stack_settings
-    finally:
-        _stop_started(stack_settings, report)
-
-
-# The test ring: three nodes on 127.0.0.1-3 with ports of their own, so it runs beside the
-# one-node stack (whose tests need a node that holds every row) and a developer's own ring.
-RING_PORTS = {"cql_port": 9142, "storage_port": 7100, "jmx_port": 7300}
+    """The running local stack (Kafka and a Cassandra node); started for the session if
+    needed, stopped if we started it."""
+    yield from _started(stack_settings, with_cassandra=True)
 
 
 @pytest.fixture(scope="session")
-def ring(stack: StackSettings) -> Iterator[StackSettings]:
+def broker(stack_settings: StackSettings) -> Iterator[StackSettings]:
+    """The stack's Kafka broker alone, for tests with nodes of their own (the rings) or
+    none; the same broker as `stack`'s when a run has both."""
+    yield from _started(stack_settings, with_cassandra=False)
+
+
+def _started(s: StackSettings, with_cassandra: bool) -> Iterator[StackSettings]:
+    """The early start's outcome (the first fixture to ask takes it: it then stops what it
+    started), else a start of its own; `up` reuses what already runs."""
+    report = _take("stack") or devstack.up(s, log=lambda msg: print(f"[stack] {msg}"),
+                                           with_cassandra=with_cassandra)
+    try:
+        yield s
+    finally:
+        _stop_started(s, report)
+
+
+@pytest.fixture(scope="session")
+def ring(broker: StackSettings) -> Iterator[StackSettings]:
     """A ring of three Cassandra nodes (RF=3 tests), started once per session beside the
     stack's Kafka; stopped at the end if this session started it."""
-    s = replace(stack, state_dir=stack.state_dir / "ring", cluster_name="casscade-ring",
-                nodes=3, **RING_PORTS)
-    report = devstack.up(s, log=lambda msg: print(f"[ring] {msg}"), with_kafka=False)
+    s = _ring_settings(broker)
+    report = _take("ring") or devstack.up(s, log=lambda msg: print(f"[ring] {msg}"),
+                                          with_kafka=False)
     print(f"[ring] three nodes ready in {report.ring_seconds:.1f}s")
     try:
         yield s
     finally:
-        from concurrent.futures import ThreadPoolExecutor
+        _stop_ring(s, report)
 
-        from devstack import cassandra
 
-        started = [n for n in s.all_nodes() if n.node_index in report.nodes_started]
-        with ThreadPoolExecutor(max(1, len(started))) as pool:  # side by side: ~3x faster
-            list(pool.map(lambda node: cassandra.shutdown(node, drain=False), started))
+def _stop_ring(s: StackSettings, report: devstack.UpReport) -> None:
+    """Stop the ring's nodes this session started, side by side (about 3x faster)."""
+    from devstack import cassandra
+
+    started = [n for n in s.all_nodes() if n.node_index in report.nodes_started]
+    with ThreadPoolExecutor(max(1, len(started))) as pool:
+        list(pool.map(lambda node: cassandra.shutdown(node, drain=False), started))
 
 
 # A node of another Cassandra line (4.0, 4.1), one at a time beside the stack: ports and a
@@ -177,11 +209,13 @@ def cdc_table(cql, keyspace: str) -> Callable[[str, str], str]:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """In CI a skipped test is a failure: services must be there, not silently missing.
-    A stack started early that no test took (the run stopped first) is stopped."""
-    if _early and not _taken:
-        start, _lines = _early[0]
+    A start begun early that no test took (the run stopped first) is stopped."""
+    for name, (start, _lines) in list(_early.items()):
         with contextlib.suppress(Exception):  # (a start that failed left nothing running)
-            _stop_started(StackSettings.from_env(), start.result())
+            if name == "ring":
+                _stop_ring(_ring_settings(StackSettings.from_env()), start.result())
+            else:
+                _stop_started(StackSettings.from_env(), start.result())
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
     if os.environ.get("CI") and skipped and exitstatus == 0:

@@ -5,7 +5,8 @@ the first test that needs them.
 - `images` (deploy/images/build.sh): about 4 minutes from nothing here, about one core
   (measured: 227 s, 242 cpu-s, `/usr/bin/time deploy/images/build.sh --force
   --refresh-base`); much of it waits on Debian's mirror and the disk.
-- `packed_env` (`deploy/spark/submit.sh --build-env`): 72 s, 58 cpu-s.
+- `packed_env` (`deploy/spark/submit.sh --build-env`): 72 s, 58 cpu-s; built once for
+  both sessions of `make test` (support.packed_env.shared_dir).
 
 Both run at a lower priority than the tests. A fixture of the same name waits for its build
 and fails with the build's output if it failed; one that was not started (the run's tests
@@ -23,7 +24,7 @@ import pytest
 
 from support.builds import Build
 from support.images import build_images, start_build
-from support.packed_env import finish_env_build, start_env_build
+from support.packed_env import finish_env_build, shared_dir, start_env_build
 
 _images: list[Build] = []
 _envs: list[tuple[Build, Path]] = []
@@ -37,7 +38,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if "images" in wanted:
         _images.append(start_build())
     if "packed_env" in wanted:
-        directory = Path(tempfile.mkdtemp(prefix="casscade-spark-env-"))
+        directory = shared_dir() or Path(tempfile.mkdtemp(prefix="casscade-spark-env-"))
         _envs.append((start_env_build(directory), directory))
 
 
@@ -66,5 +67,5 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         build.stop()
     for build, directory in _envs:
         build.stop()
-        if directory.name.startswith("casscade-spark-env-"):
+        if directory != shared_dir() and directory.name.startswith("casscade-spark-env-"):
             shutil.rmtree(directory, ignore_errors=True)

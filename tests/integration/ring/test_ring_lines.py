@@ -48,10 +48,10 @@ ROWS = 30
 
 
 @pytest.fixture(scope="module")
-def ring41(stack: StackSettings, tmp_path_factory) -> Iterator[dict[str, Any]]:
+def ring41(broker: StackSettings, tmp_path_factory) -> Iterator[dict[str, Any]]:
     """Three 4.1 nodes and their publishers under one prefix, for this module; stopped
     after it unless they were running."""
-    s = replace(stack, state_dir=stack.state_dir / f"ring-{LINE}",
+    s = replace(broker, state_dir=broker.state_dir / f"ring-{LINE}",
                 cluster_name="casscade-ring41", nodes=3, cassandra_version=LINE, **PORTS)
     report = devstack.up(s, log=lambda msg: print(f"[ring {LINE}] {msg}"), with_kafka=False)
     work = tmp_path_factory.mktemp("ring41")

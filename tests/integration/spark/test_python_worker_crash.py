@@ -17,9 +17,9 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_crashed_python_worker_leaves_its_python_stack_in_the_error(
-        stack: StackSettings, tmp_path) -> None:
+        broker: StackSettings, tmp_path) -> None:
     cfg = MaterializerConfig()
-    cfg.kafka.bootstrap_servers = stack.bootstrap_servers
+    cfg.kafka.bootstrap_servers = broker.bootstrap_servers
     cfg.kafka.topic_prefix = f"crash{uuid.uuid4().hex[:6]}"
     cfg.spark.checkpoint = str(tmp_path / "checkpoint")
 

@@ -12,18 +12,18 @@ from support.kafka_topics import make_topic
 pytestmark = pytest.mark.integration
 
 
-def test_structured_streaming_reads_topic(stack, tmp_path):
-    topic = make_topic(stack.bootstrap_servers, partitions=2)
-    producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "acks": "all"})
+def test_structured_streaming_reads_topic(broker, tmp_path):
+    topic = make_topic(broker.bootstrap_servers, partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all"})
     sent = {f"k{i}".encode(): f"v{i}".encode() for i in range(50)}
     for key, value in sent.items():
         producer.produce(topic, key=key, value=value)
     assert producer.flush(30) == 0
 
-    spark = local_session(stack, "casscade-test-kafka", cores=2)
+    spark = local_session(broker, "casscade-test-kafka", cores=2)
     try:
         stream = (spark.readStream.format("kafka")
-                  .option("kafka.bootstrap.servers", stack.bootstrap_servers)
+                  .option("kafka.bootstrap.servers", broker.bootstrap_servers)
                   .option("subscribe", topic).option("startingOffsets", "earliest").load())
         assert stream.isStreaming
         query = (stream.selectExpr("key", "value", "partition", "offset")

@@ -34,7 +34,7 @@ UNIT = ROOT / "deploy" / "systemd" / "casscade-materializer.service"
 ROWS = 400
 
 
-def _install(tmp_path: Path, stack: StackSettings, packed: Path, prefix: str) -> dict[str, str]:
+def _install(tmp_path: Path, broker: StackSettings, packed: Path, prefix: str) -> dict[str, str]:
     """The unit header's layout under tmp_path: /opt/casscade (venv: this interpreter's,
     environment -> venv, the packed environment, the connector jars) and the config."""
     opt = tmp_path / "opt-casscade"
@@ -44,12 +44,12 @@ def _install(tmp_path: Path, stack: StackSettings, packed: Path, prefix: str) ->
     (opt / "casscade-env.tar.gz").symlink_to(packed)
     jars = opt / "jars"
     jars.mkdir()
-    for jar in kafka_connector_jars(stack):
+    for jar in kafka_connector_jars(broker):
         (jars / jar.name).symlink_to(jar)
     config = tmp_path / "materializer.yaml"
     config.write_text(yaml.safe_dump({
-        "kafka": {"bootstrap_servers": stack.bootstrap_servers, "topic_prefix": prefix},
-        "spark": {"master": cluster.master_url(stack),
+        "kafka": {"bootstrap_servers": broker.bootstrap_servers, "topic_prefix": prefix},
+        "spark": {"master": cluster.master_url(broker),
                   "checkpoint": str(tmp_path / "checkpoint"),
                   "kafka_jars": ",".join(str(j) for j in sorted(jars.iterdir())),
                   "conf": {"spark.archives": f"{opt / 'casscade-env.tar.gz'}#environment",
@@ -78,17 +78,17 @@ def _stop_as_systemd(proc: subprocess.Popen) -> int:
 
 
 def test_the_driver_unit_runs_on_the_cluster_and_stops_cleanly(
-        stack: StackSettings, spark_cluster: StackSettings, packed_env: Path,
+        broker: StackSettings, spark_cluster: StackSettings, packed_env: Path,
         tmp_path: Path) -> None:
     prefix = f"sd{uuid.uuid4().hex[:6]}"
-    publish_inserts(stack.bootstrap_servers, prefix,
+    publish_inserts(broker.bootstrap_servers, prefix,
                     {0: range(0, ROWS, 2), 1: range(1, ROWS, 2)})
     paths = _install(tmp_path, spark_cluster, packed_env, prefix)
     log = tmp_path / "driver.log"
     proc = _start(paths, log)
     try:
         wait_until(lambda: proc.poll() is not None or len(inserted_rows(
-            stack.bootstrap_servers, prefix)) >= ROWS, 300, "every row's event")
+            broker.bootstrap_servers, prefix)) >= ROWS, 300, "every row's event")
         assert proc.poll() is None, log.read_text()[-3000:]
         asked = time.monotonic()
         code = _stop_as_systemd(proc)
@@ -99,6 +99,6 @@ def test_the_driver_unit_runs_on_the_cluster_and_stops_cleanly(
     assert code == 0 and "Traceback" not in text, text[-3000:]
     print(f"\nthe driver stopped {took:.1f}s after SIGTERM")
     assert f"master={cluster.master_url(spark_cluster)}" in text, text[-3000:]
-    events = inserted_rows(stack.bootstrap_servers, prefix)
+    events = inserted_rows(broker.bootstrap_servers, prefix)
     assert len(events) == ROWS and {e[2]["p"] for e in events} == set(range(ROWS)), \
         len(events)

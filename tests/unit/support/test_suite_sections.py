@@ -1,0 +1,34 @@
+"""support.suite_sections: `make test`'s two sections and the suite's closing line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support.suite_sections import SECTIONS, closing_line, counts
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_pytest_summaries_are_counted_errors_as_failures() -> None:
+    line = ("==== 1 failed, 835 passed, 2 skipped, 1 deselected, 3 errors in 2958.12s "
+            "(0:49:18) ====")
+    assert counts(line) == {"passed": 835, "failed": 4, "skipped": 2}
+
+
+def test_the_closing_line_sums_the_sections_and_a_section_without_a_summary_fails() -> None:
+    summaries = {"stack": "======= 700 passed, 1 deselected in 1500.00s (0:25:00) =======",
+                 "ring": "======= 1 failed, 20 passed in 1400.00s (0:23:20) ======="}
+    assert closing_line(summaries) == "suite: 720 passed, 1 failed"
+    assert closing_line({**summaries, "ring": ""}) == "suite: 700 passed, 1 failed"
+
+
+def test_the_sections_hold_every_test_directory_once_on_brokers_of_their_own() -> None:
+    stack, ring = SECTIONS
+    assert all((ROOT / path).is_dir() for section in SECTIONS for path in section.paths)
+    # what `make unit` and `make integration` run, each directory in one section only
+    assert {*stack.paths, *ring.paths} == {"tests/unit", "tests/devstack/unit",
+                                           "tests/integration", "tests/devstack/integration",
+                                           *stack.ignore}
+    assert set(stack.ignore) < set(ring.paths)
+    assert ring.env["CASSCADE_KAFKA_PORT"] != "9092" and "CASSCADE_KAFKA_PORT" not in stack.env
+    assert ".casscade" in ring.env["CASSCADE_STATE_DIR"]
