@@ -66,6 +66,7 @@ def test_cluster_id_shape() -> None:
 
 
 def test_settings_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("CASSCADE_KAFKA_PORT", raising=False)  # (make test's ring section sets it)
     monkeypatch.setenv("CASSCADE_STATE_DIR", str(tmp_path / "x"))
     monkeypatch.setenv("CASSCADE_CQL_PORT", "19999")
     monkeypatch.setenv("CASSCADE_STORAGE_COMPATIBILITY_MODE", "NONE")
