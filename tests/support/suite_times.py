@@ -34,6 +34,7 @@ SERVICE_FIXTURES = frozenset({
     "locked", "locked_registry", "admin_cql", "node", "session"})
 
 _by_file: dict[str, float] = defaultdict(float)
+_starts: dict[str, float] = defaultdict(float)  # service fixture -> seconds of its setups
 _written_to: list[Path] = []
 
 
@@ -65,12 +66,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):
-    """A service fixture's setup counts as `starts`."""
+    """A service fixture's setup counts as `starts` (and in its own line of them)."""
     if fixturedef.argname not in SERVICE_FIXTURES:
         yield
         return
+    began = time.monotonic()
     with phase("starts"):
         yield
+    name = fixturedef.argname
+    if fixturedef.params:  # line_node[4.1]: each of its values is a start of its own
+        name += f"[{request.param}]" if hasattr(request, "param") else ""
+    _starts[name] += time.monotonic() - began
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -122,6 +128,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     sums = {p: sum(phases[p] for phases in by_phase.values()) for p in PHASES}
     terminalreporter.write_line(
         "time by phase: " + ", ".join(f"{p} {sums[p]:.0f} s" for p in PHASES))
+    terminalreporter.write_line("starts by fixture: " + ", ".join(
+        f"{name} {seconds:.0f} s" for name, seconds in sorted(_starts.items(),
+                                                             key=lambda item: -item[1])))
     if _written_to:
         with (_written_to[0].parent / "phases.tsv").open("w") as out:
             for path, phases in by_phase.items():

@@ -12,6 +12,8 @@ from confluent_kafka import Producer
 from materializer.kafka.raw_age import RawAgeProbe
 from shared.kafka_topics import TopicCreator
 
+from support.services import wait_until
+
 pytestmark = pytest.mark.integration
 
 
@@ -38,10 +40,7 @@ def test_the_oldest_unread_record_and_the_retention_read_back(stack) -> None:
         assert probe.read({0: 2, 1: 1}) == (7200, 0.0)  # everything read
         # on its thread, at the position it is given
         probe.start(lambda: {0: 1, 1: 1})
-        deadline = time.monotonic() + 30
-        while probe.latest() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        latest = probe.latest()
+        latest = wait_until(probe.latest, 30, "the probe's first reading", interval_s=0.1)
         assert latest is not None and latest[0] == 7200 and 99 <= latest[1] < 140, latest
     finally:
         probe.close()

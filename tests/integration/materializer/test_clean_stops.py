@@ -25,6 +25,7 @@ from support.materializer_harness import (
     publish_inserts,
     run_materializer,
     start_materializer,
+    wait_for_log,
 )
 from support.mutations import TABLE, body, i32, mutation
 
@@ -69,11 +70,7 @@ def test_a_running_job_stops_after_its_micro_batch_without_a_traceback(
     job = start_materializer(materializer_command(stack, prefix, checkpoint, *sets,
                                                   available_now=False), log)
     try:
-        deadline = time.monotonic() + 180
-        while "first micro-batch done" not in log.read_text() and time.monotonic() < deadline:
-            assert job.poll() is None, log.read_text()[-3000:]
-            time.sleep(0.5)
-        assert "first micro-batch done" in log.read_text(), log.read_text()[-3000:]
+        wait_for_log(log, "first micro-batch done", job, 180)
         asked = time.monotonic()
         if how == "SIGTERM":
             job.send_signal(signal.SIGTERM)
@@ -104,9 +101,7 @@ def test_a_stop_while_spark_starts_ends_cleanly(stack: StackSettings, tmp_path: 
     job = start_materializer(materializer_command(stack, prefix, tmp_path / "checkpoint",
                                                   available_now=False), log)
     try:
-        deadline = time.monotonic() + 60
-        while "starting Spark" not in log.read_text() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_for_log(log, "starting Spark", job, 60)
         job.send_signal(signal.SIGTERM)
         code = job.wait(120)
     finally:

@@ -64,12 +64,9 @@ def test_a_task_stopped_mid_input_commits_nothing_and_the_job_moves_on(
     try:
         wait_for_log(log, "starting it again from its checkpoint", job)
         blocker.unlink()  # the restart (after its backoff) opens the store
-        deadline = time.monotonic() + 300
-        events: list = []
-        while len(events) < SLOW_ROWS + FAST_ROWS and time.monotonic() < deadline:
-            assert job.poll() is None, log.read_text()[-4000:]
-            time.sleep(2)
-            events = inserted_rows(stack.bootstrap_servers, prefix)
+        events = wait_until(lambda: _events_once_all(job, log, stack, prefix,
+                                                     SLOW_ROWS + FAST_ROWS),
+                            300, "every row's event", interval_s=1)
     finally:
         kill_group(job)
     text = log.read_text()
@@ -78,6 +75,14 @@ def test_a_task_stopped_mid_input_commits_nothing_and_the_job_moves_on(
     assert duplicates(events) == []
     keys = sorted(e[2]["p"] for e in events)
     assert keys == list(range(SLOW_ROWS + FAST_ROWS)), "a change is missing"
+
+
+def _events_once_all(job, log: Path, stack: StackSettings, prefix: str, rows: int
+                     ) -> list | None:
+    """The events of the rows published, once each row has one (the job still running)."""
+    assert job.poll() is None, log.read_text()[-4000:]
+    events = inserted_rows(stack.bootstrap_servers, prefix)
+    return events if len({e[2]["p"] for e in events}) >= rows else None
 
 
 def test_a_partition_committed_before_its_sibling_failed_is_counted_by_the_next_attempt(
@@ -103,9 +108,8 @@ def test_a_partition_committed_before_its_sibling_failed_is_counted_by_the_next_
     try:
         wait_for_log(log, "starting it again from its checkpoint", job)
         blocker.unlink()  # the restart (after its backoff) opens the store
-        wait_until(lambda: job.poll() is not None or len(inserted_rows(
-            stack.bootstrap_servers, prefix)) >= total, 300, "every row's event")
-        assert job.poll() is None, log.read_text()[-4000:]
+        wait_until(lambda: _events_once_all(job, log, stack, prefix, total), 300,
+                   "every row's event", interval_s=1)
         # the batch's metrics follow its commit at once; none of a later batch can add any
         with contextlib.suppress(AssertionError):
             wait_until(lambda: metric(port, counted) == total, 30, "every event counted")

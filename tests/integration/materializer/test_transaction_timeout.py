@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from support.materializer_harness import (
     start_materializer,
     wait_for_log,
 )
+from support.services import wait_until
 
 pytestmark = pytest.mark.integration
 ROWS = 600
@@ -51,12 +51,12 @@ def test_a_batch_read_for_longer_than_the_transaction_timeout_commits(
         stack, prefix, tmp_path / "checkpoint", "events.transaction_timeout_s=2",
         *paced_read(FETCH_WAIT_MS), available_now=False), log)
     try:
-        deadline = time.monotonic() + 300
-        events: list = []
-        while len(events) < ROWS and time.monotonic() < deadline:
+        def every_event() -> list | None:
             assert job.poll() is None, log.read_text()[-4000:]
-            time.sleep(2)
-            events = inserted_rows(stack.bootstrap_servers, prefix)
+            found = inserted_rows(stack.bootstrap_servers, prefix)
+            return found if len(found) >= ROWS else None
+
+        events = wait_until(every_event, 300, "every row's event", interval_s=1)
         wait_for_log(log, "first micro-batch done", job, 60)
     finally:
         kill_group(job)
