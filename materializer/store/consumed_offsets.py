@@ -46,10 +46,16 @@ class ConsumedOffsets:
         self.store = store
         raw = store.record(_NAME)
         self.batch, self.first, self.last = (-1, -1, -1) if raw is None else _VALUE.unpack(raw)
-        stats = store.record(_STATS)
+
+    @property
+    def stats(self) -> str | None:
+        """What this store's batch saw, as its commit recorded it (JSON; None: nothing).
+        Read when asked: only an attempt that skips a committed partition needs it."""
+        raw = self.store.record(_STATS)
         # (a record of another batch is an earlier one's: this batch saw nothing to report)
-        self.stats = (stats[_BATCH.size:].decode() if stats is not None
-                      and _BATCH.unpack_from(stats)[0] == store.batch else None)
+        if raw is None or _BATCH.unpack_from(raw)[0] != self.store.batch:
+            return None
+        return raw[_BATCH.size:].decode()
 
     def committed(self, first_offset: int) -> bool:
         """Whether this store's batch already committed, read from raw offset

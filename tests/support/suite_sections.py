@@ -1,9 +1,9 @@
 """`make test`'s runner: the whole suite as two pytest sessions side by side, each on
 services of its own, their output interleaved line by line and their counts summed.
 
-Why two: one session kept the machine's 2 cores 57 % busy on average (a clean clone's
-run, sampled every 10 s), since most integration tests wait on a JVM, a broker or a job.
-The sections share nothing that runs, and take about as long as each other:
+Why two: one session kept the machine's 2 cores 52 % busy on average (a clean clone's
+run, sampled every 10 s from its first integration test on), since most integration
+tests wait on a JVM, a broker or a job. The sections share nothing that runs:
 
 - `stack`: the integration tests on the one-node stack (Kafka and a Cassandra node) and
   the services beside it (Connect, PostgreSQL, the registry, Prometheus, the images, the
