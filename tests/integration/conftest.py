@@ -7,7 +7,13 @@ directory: the first job that ends cleanly writes it; measured, 4 interleaved ro
 500-record run: 19.3-22.9 s instead of 27.5-30.6 s). -Xshare:on makes a driver that cannot
 map its archive fail to start instead of running slower unnoticed. The launcher reads
 SPARK_LAUNCHER_OPTS, the driver SPARK_SUBMIT_OPTS; Cassandra, Kafka and the Spark daemons
-do not read either. Benchmarks (tests/benchmarks) keep the job's defaults and no archive."""
+do not read either. Benchmarks (tests/benchmarks) keep the job's defaults and no archive.
+
+The stack's own JVMs (Cassandra nodes, nodetool, Kafka, Connect, the registry) run C1
+alone too (CASSCADE_SERVER_JIT, devstack.settings.server_jit): make test is CPU-bound on
+two cores, and a node's start and writes took about half the CPU (numbers by the setting).
+The setting's default, the JVM's own, runs in `make demo`, the benchmarks and
+test_stack_lifecycle's private stack."""
 
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from support.publisher_harness import own_node
 _SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("SPARK_LAUNCHER_OPTS", _SHORT_JVM)
 os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{_SHORT_JVM} -Xshare:on")
+os.environ.setdefault("CASSCADE_SERVER_JIT", "c1")
 os.environ.setdefault("CASSCADE_SPARK__CLASS_ARCHIVE_DIR",
                       str(StackSettings.from_env().state_dir / "class-archives"))
 

@@ -128,7 +128,8 @@ def server_command(s: StackSettings, java: Path) -> list[str]:
     conf = s.cassandra_dir / "conf"
     return [
         str(java), "-ea", "-da:net.openhft...", f"-Xms{s.cassandra_heap}",
-        f"-Xmx{s.cassandra_heap}", "-Xss256k", *_SERVER_GC, *s.cassandra_line.jpms,
+        f"-Xmx{s.cassandra_heap}", "-Xss256k", *_SERVER_GC, *s.jit_options,
+        *s.cassandra_line.jpms,
         "-Djdk.attach.allowAttachSelf=true",
         "-Dio.netty.tryReflectionSetAccessible=true",
         "-Dio.netty.allocator.useCacheForAllThreads=true",
@@ -168,6 +169,7 @@ def nodetool_command(s: StackSettings, java: Path, *args: str) -> list[str]:
     conf = s.cassandra_dir / "conf"
     return [
         str(java), "-ea", "-Xmx128m", "-XX:ParallelGCThreads=1", "-XX:+UseSerialGC",
+        *s.jit_options,
         "-Djdk.attach.allowAttachSelf=true", *cassandra_versions.JPMS_JAVA17_SERVER,
         *cassandra_versions.JPMS_JAVA17_CLIENT_EXTRA,
         f"-javaagent:{_jamm(s)}",

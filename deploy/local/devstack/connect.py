@@ -95,7 +95,7 @@ def up(s: StackSettings, log=print, timeout_s: float = 120.0) -> bool:
     conf.chmod(0o600)  # on the locked stack it holds the connect user's password
     lib = artifacts.lib_dir(s.lib_dir, WORKER)
     pid = spawn([str(java), f"-Xms{s.connect_heap}", f"-Xmx{s.connect_heap}",
-                 *kafka.JVM_OPTS, "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+                 *kafka.JVM_OPTS, *s.jit_options, "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
                  "-Dorg.slf4j.simpleLogger.showDateTime=true",
                  # Hibernate (inside the sink) is chatty at info
                  "-Dorg.slf4j.simpleLogger.log.org.hibernate=warn",

@@ -77,7 +77,7 @@ def running_pid(s: StackSettings) -> int | None:
 def _java_cmd(s: StackSettings, java: Path, main: str, *args: str) -> list[str]:
     lib = artifacts.lib_dir(s.lib_dir, "kafka")
     return [
-        str(java), f"-Xms{s.kafka_heap}", f"-Xmx{s.kafka_heap}", *JVM_OPTS,
+        str(java), f"-Xms{s.kafka_heap}", f"-Xmx{s.kafka_heap}", *JVM_OPTS, *s.jit_options,
         f"-Dkafka.logs.dir={s.kafka_dir / 'logs'}",
         "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
         "-Dorg.slf4j.simpleLogger.showDateTime=true",

@@ -169,7 +169,7 @@ def start(s: StackSettings, jar: Path) -> int:
     java = artifacts.find_java()
     s.registry_dir.mkdir(parents=True, exist_ok=True)
     argv = [
-        str(java), *JVM_OPTS,
+        str(java), *JVM_OPTS, *s.jit_options,
         f"-Dquarkus.http.host={HOST}", f"-Dquarkus.http.port={s.registry_port}",
         f"-Dregistry.rules.global.compatibility={COMPATIBILITY}",
         *(_https_only(s) if s.secure else []),

@@ -29,7 +29,9 @@ def _stack(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_up_twice_status_down(stack, tmp_path: Path) -> None:
-    env = dict(os.environ, CASSCADE_STATE_DIR=str(tmp_path / "state"), **PORTS)
+    # the stack's defaults: the JVMs' own JIT, not the C1 the session's stack runs
+    env = {k: v for k, v in os.environ.items() if k != "CASSCADE_SERVER_JIT"}
+    env.update(CASSCADE_STATE_DIR=str(tmp_path / "state"), **PORTS)
     settings = StackSettings(state_dir=tmp_path / "state", kafka_port=29092,
                              kafka_controller_port=29093, cql_port=29042, storage_port=27000,
                              jmx_port=27199)
@@ -39,6 +41,9 @@ def test_up_twice_status_down(stack, tmp_path: Path) -> None:
         assert "kafka: started" in first.stdout and "started, ready in" in first.stdout
         pids = (kafka.running_pid(settings), cassandra.running_pid(settings))
         assert all(pids)
+        for pid in pids:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            assert not [o for o in argv if o.startswith(b"-XX:TieredStopAtLevel")], argv
 
         second = _stack(env, "up")
         assert second.returncode == 0, second.stderr

@@ -67,6 +67,7 @@ def test_cluster_id_shape() -> None:
 
 def test_settings_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("CASSCADE_KAFKA_PORT", raising=False)  # (make test's ring section sets it)
+    monkeypatch.delenv("CASSCADE_SERVER_JIT", raising=False)  # (the integration tests set it)
     monkeypatch.setenv("CASSCADE_STATE_DIR", str(tmp_path / "x"))
     monkeypatch.setenv("CASSCADE_CQL_PORT", "19999")
     monkeypatch.setenv("CASSCADE_STORAGE_COMPATIBILITY_MODE", "NONE")
@@ -76,6 +77,24 @@ def test_settings_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     assert s.kafka_port == 9092
     assert s.storage_compatibility_mode == "NONE"
     assert s.cdc_raw_dir == s.state_dir / "cassandra" / "cdc_raw"
+    assert s.server_jit == "tiered"
+    monkeypatch.setenv("CASSCADE_SERVER_JIT", "c1")
+    assert StackSettings.from_env().server_jit == "c1"
+
+
+def test_server_jit_reaches_every_jvm_of_the_stack(settings: StackSettings,
+                                                  tmp_path: Path) -> None:
+    lib = tmp_path / "lib" / "cassandra"
+    lib.mkdir(parents=True)
+    (lib / "jamm-0.4.0.jar").write_bytes(b"")
+    java = Path("/usr/bin/java")
+    for jit, options in (("tiered", []), ("c1", ["-XX:TieredStopAtLevel=1"])):
+        s = replace(settings, lib_root=tmp_path / "lib", server_jit=jit)
+        for cmd in (cassandra.server_command(s, java), cassandra.nodetool_command(s, java),
+                    kafka._java_cmd(s, java, "kafka.Kafka")):
+            assert [o for o in cmd if o.startswith("-XX:TieredStopAtLevel")] == options
+    with pytest.raises(ValueError, match="server_jit 'c2': one of tiered, c1"):
+        replace(settings, server_jit="c2")
 
 
 def test_cassandra_command_has_jdk17_essentials(settings: StackSettings,
