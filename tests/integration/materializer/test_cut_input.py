@@ -48,9 +48,9 @@ FAST_ROWS = 10  # partition 0: its task fails at its store
 
 
 def test_a_task_stopped_mid_input_commits_nothing_and_the_job_moves_on(
-        stack: StackSettings, tmp_path: Path) -> None:
+        broker: StackSettings, tmp_path: Path) -> None:
     prefix = f"cut{uuid.uuid4().hex[:6]}"
-    publish_inserts(stack.bootstrap_servers, prefix,
+    publish_inserts(broker.bootstrap_servers, prefix,
                     {1: range(SLOW_ROWS), 0: range(SLOW_ROWS, SLOW_ROWS + FAST_ROWS)},
                     one_per_batch=True)
     checkpoint = tmp_path / "checkpoint"
@@ -59,12 +59,12 @@ def test_a_task_stopped_mid_input_commits_nothing_and_the_job_moves_on(
     blocker.write_text("not a store")  # partition 0's task fails when it opens its store
     log = tmp_path / "job.log"
     job = start_materializer(materializer_command(
-        stack, prefix, checkpoint, "spark.master=local[2]", *paced_read(FETCH_WAIT_MS),
+        broker, prefix, checkpoint, "spark.master=local[2]", *paced_read(FETCH_WAIT_MS),
         available_now=False), log)
     try:
         wait_for_log(log, "starting it again from its checkpoint", job)
         blocker.unlink()  # the restart (after its backoff) opens the store
-        events = wait_until(lambda: _events_once_all(job, log, stack, prefix,
+        events = wait_until(lambda: _events_once_all(job, log, broker, prefix,
                                                      SLOW_ROWS + FAST_ROWS),
                             300, "every row's event", interval_s=1)
     finally:
@@ -77,22 +77,22 @@ def test_a_task_stopped_mid_input_commits_nothing_and_the_job_moves_on(
     assert keys == list(range(SLOW_ROWS + FAST_ROWS)), "a change is missing"
 
 
-def _events_once_all(job, log: Path, stack: StackSettings, prefix: str, rows: int
+def _events_once_all(job, log: Path, broker: StackSettings, prefix: str, rows: int
                      ) -> list | None:
     """The events of the rows published, once each row has one (the job still running)."""
     assert job.poll() is None, log.read_text()[-4000:]
-    events = inserted_rows(stack.bootstrap_servers, prefix)
+    events = inserted_rows(broker.bootstrap_servers, prefix)
     return events if len({e[2]["p"] for e in events}) >= rows else None
 
 
 def test_a_partition_committed_before_its_sibling_failed_is_counted_by_the_next_attempt(
-        stack: StackSettings, tmp_path: Path) -> None:
+        broker: StackSettings, tmp_path: Path) -> None:
     """Partition 1's task (a few rows) commits; partition 0's reads its rows for 10 s at
     least, then fails at its store. The micro-batch fails, so Spark reports none of its
     tasks' metrics; its next attempt skips partition 1 (committed already) and reports what
     partition 1's commit recorded it saw: the freshness count is every event's, once."""
     prefix = f"cnt{uuid.uuid4().hex[:6]}"
-    publish_inserts(stack.bootstrap_servers, prefix,
+    publish_inserts(broker.bootstrap_servers, prefix,
                     {0: range(SLOW_ROWS), 1: range(SLOW_ROWS, SLOW_ROWS + FAST_ROWS)},
                     one_per_batch=True)
     checkpoint = tmp_path / "checkpoint"
@@ -101,20 +101,20 @@ def test_a_partition_committed_before_its_sibling_failed_is_counted_by_the_next_
     blocker.write_text("not a store")  # partition 0's task fails when it opens its store
     log, port = tmp_path / "job.log", free_port()
     job = start_materializer(materializer_command(
-        stack, prefix, checkpoint, "spark.master=local[2]", f"http.port={port}",
+        broker, prefix, checkpoint, "spark.master=local[2]", f"http.port={port}",
         *paced_read(FETCH_WAIT_MS), available_now=False), log)
     counted = 'casscade_materializer_freshness_seconds_count{table="ks.t"}'
     total = SLOW_ROWS + FAST_ROWS
     try:
         wait_for_log(log, "starting it again from its checkpoint", job)
         blocker.unlink()  # the restart (after its backoff) opens the store
-        wait_until(lambda: _events_once_all(job, log, stack, prefix, total), 300,
+        wait_until(lambda: _events_once_all(job, log, broker, prefix, total), 300,
                    "every row's event", interval_s=1)
         # the batch's metrics follow its commit at once; none of a later batch can add any
         with contextlib.suppress(AssertionError):
             wait_until(lambda: metric(port, counted) == total, 30, "every event counted")
         assert metric(port, counted) == total, f"{metric(port, counted)} events counted"
-        events = inserted_rows(stack.bootstrap_servers, prefix)
+        events = inserted_rows(broker.bootstrap_servers, prefix)
     finally:
         kill_group(job)
     text = log.read_text()
@@ -124,7 +124,7 @@ def test_a_partition_committed_before_its_sibling_failed_is_counted_by_the_next_
 
 
 def test_a_task_whose_kafka_read_fails_mid_batch_commits_nothing(
-        stack: StackSettings, tmp_path: Path) -> None:
+        broker: StackSettings, tmp_path: Path) -> None:
     """The JVM's read of the raw partition fails while the task is under way (records
     deleted ahead of it: Spark's source raises data loss in the JVM's input iterator) after
     the worker has taken some of its Arrow batches (12 s after the query's start, of a read
@@ -135,17 +135,17 @@ def test_a_task_whose_kafka_read_fails_mid_batch_commits_nothing(
 
     prefix = f"cut{uuid.uuid4().hex[:6]}"
     rows = 12_000  # read for 60 s at least (FETCH_WAIT_MS each)
-    publish_inserts(stack.bootstrap_servers, prefix, {0: range(rows)}, one_per_batch=True)
+    publish_inserts(broker.bootstrap_servers, prefix, {0: range(rows)}, one_per_batch=True)
     log = tmp_path / "job.log"
     job = start_materializer(materializer_command(
-        stack, prefix, tmp_path / "checkpoint", "spark.master=local[2]",
+        broker, prefix, tmp_path / "checkpoint", "spark.master=local[2]",
         *paced_read(FETCH_WAIT_MS), available_now=False), log)
     try:
         wait_for_log(log, "query started", job)
         # its task has started (4-5 s after the query in the runs here: the read was cut at
         # offset 1,469-1,604) and, paced, has read 2,400 records at most
         time.sleep(12)
-        admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
         gone = admin.delete_records([TopicPartition(raw_topic(prefix), 0, rows - 100)])
         for future in gone.values():
             future.result(30)
@@ -155,4 +155,4 @@ def test_a_task_whose_kafka_read_fails_mid_batch_commits_nothing(
     text = log.read_text()
     assert "Could not read records in offset" in text, text[-4000:]  # cut mid-batch
     assert code == 1 and "raw records were deleted before the job read them" in text
-    assert inserted_rows(stack.bootstrap_servers, prefix) == []
+    assert inserted_rows(broker.bootstrap_servers, prefix) == []
