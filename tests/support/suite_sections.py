@@ -10,9 +10,10 @@ tests wait on a JVM, a broker or a job. The sections share nothing that runs:
   locked stack, nodes of other lines);
 - `ring`: the unit tests (while the ring starts), the jobs that need Kafka alone
   (KAFKA_ONLY), then the RF=3 rings, the Spark standalone cluster and HDFS
-  (tests/integration/ring, tests/integration/spark), on a
-  Kafka broker of their own (ports 9192-9193, state under `.casscade/section-ring`): its
-  broker restart and the `stack` section's broker outages cannot meet.
+  (tests/integration/ring, tests/integration/spark), on a Kafka broker of their own
+  (ports 9292-9293, clear of the locked stack's 9192-9193; state under
+  `.casscade/section-ring`): its broker restart and the `stack` section's broker outages
+  cannot meet.
 
 The jars are fetched once for both (devstack.artifacts locks its lib directory), and so is
 the packed environment of the Spark cluster's executors (support.packed_env). Each
@@ -70,7 +71,7 @@ SECTIONS = (
             ignore=(*RING_PATHS, *KAFKA_ONLY)),
     Section("ring", ("tests/unit", "tests/devstack/unit", *KAFKA_ONLY, *RING_PATHS), env={
         "CASSCADE_STATE_DIR": str(ROOT / ".casscade" / "section-ring"),
-        "CASSCADE_KAFKA_PORT": "9192", "CASSCADE_KAFKA_CONTROLLER_PORT": "9193"}),
+        "CASSCADE_KAFKA_PORT": "9292", "CASSCADE_KAFKA_CONTROLLER_PORT": "9293"}),
 )
 
 # pytest's last line: "==== 1 failed, 835 passed, 1 deselected in 2958.12s (0:49:18) ===="
