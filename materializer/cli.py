@@ -110,7 +110,15 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     stop.install()  # a signal while Spark starts: stop once it has
     # a fresh start takes 20-50 s before the first events: say what it is doing meanwhile
     log.info("starting Spark (the driver JVM)", extra={"master": cfg.spark.master})
-    spark, archive = job.open_session(cfg, available_now=available_now)
+    try:
+        spark, archive = job.open_session(cfg, available_now=available_now)
+    except Exception as exc:  # noqa: BLE001 (PySpark's, py4j's, the OS's: no Java, a JVM option refused)
+        lease.release()  # the next job need not wait for it to lapse
+        if http is not None:
+            http.shutdown()
+        raw_age.close()
+        raise click.ClickException(f"Spark's driver JVM could not start: {exc}".strip()
+                                   ) from None
     stop.install()  # PySpark's SparkContext installs a SIGINT handler of its own
     spark.sparkContext.setLogLevel("WARN")
     try:

@@ -34,6 +34,10 @@ class KafkaSettings:
     def __post_init__(self) -> None:
         if self.job_lease_s < 3:
             raise ValueError(f"kafka.job_lease_s must be at least 3 s, not {self.job_lease_s}")
+        if "isolation.level" in self.consumer:
+            raise ValueError("kafka.consumer.isolation.level: the job reads the raw topic "
+                             "read_committed always (the truncate barriers it writes there "
+                             "are transactional); remove it")
 
     def client(self) -> dict[str, str]:
         """librdkafka settings of this stage's own clients: the brokers and the door."""

@@ -10,17 +10,21 @@ partition; the lease makes sure the other one stops instead of taking it back.
 
 How: the lease is a transactional id of the prefix (`shared.topic_names.
 lease_transactional_id`) and a compacted topic `<prefix>.jobs` with the holder's claim
-(host, pid, checkpoint, when). A job that starts reads the last claim: another checkpoint's
-claim renewed within `lease_s` means that job runs (unless it was of this host, and its
-process is gone), and this one is refused, naming it. Else
+(host, pid, checkpoint, when, the holder's own lease). A job that starts reads the last
+claim: another checkpoint's claim renewed within the holder's lease means that job runs
+(unless it was of this machine's process space, and its process is gone), and this one is
+refused, naming it; the holder's lease, not the newcomer's, decides (a newcomer with a short
+lease must not take a prefix from a holder that renews less often). Else
 it initialises the lease's producer, which fences the earlier holder's, and writes its
 claim in a transaction; then it renews the claim every `lease_s / 6` seconds, each time in
 a transaction. A holder whose renewal is refused as fenced, with another checkpoint's claim
 last, has lost the lease to that job: it stops at once, naming it (with its own claim last,
 its producer failed on its own, say the broker aborted a renewal an outage held open, and
-it is made again). A clean stop writes a released claim, so the next job may start at
-once. A claim's age is read against this host's clock: hosts whose clocks disagree by more
-than a few seconds shorten or lengthen the lease by that much.
+it is made again). A claim names its process by a token of its own as well as host and pid:
+two containers with one hostname can have one pid, and are two jobs. A clean stop writes a
+released claim, so the next job may start at once. A claim's age is read against this
+host's clock: hosts whose clocks disagree by more than a few seconds shorten or lengthen the
+lease by that much.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
@@ -59,6 +64,23 @@ class Claim:
     pid: int
     at_ms: int  # when it was last renewed
     released: bool = False
+    # (written since issue 71; a claim of an older job has the defaults)
+    lease_s: float = 0.0  # the holder's kafka.job_lease_s (0: not said)
+    token: str = ""  # this JobLease's own, random: which process of (host, pid) it is
+    # boot id and pid namespace: processes of one space can see whether `pid` runs
+    space: str = ""
+
+    @classmethod
+    def from_json(cls, value: bytes) -> Claim:
+        """A claim as written to the jobs topic (fields a later version adds: left out)."""
+        body = json.loads(value)
+        return cls(**{k: v for k, v in body.items() if k in cls.__dataclass_fields__})
+
+    def same_process(self, other: Claim) -> bool:
+        """Whether `other` was written by the process that wrote this one."""
+        if self.token and other.token:
+            return self.token == other.token
+        return (self.host, self.pid) == (other.host, other.pid)
 
     def describe(self) -> str:
         """The holder, for a person: which job it is and where it runs."""
@@ -82,13 +104,15 @@ def checkpoint_identity(checkpoint: str, host: str) -> str:
 def refusal(last: Claim | None, mine: Claim, now_ms: int, lease_s: float,
             alive: Callable[[int], bool] = lambda _pid: True) -> str | None:
     """Why `mine` may not take the lease from `last` (None: it may): another checkpoint's
-    claim, not released, renewed within `lease_s`, by a job that is not known to be gone
-    (`alive`: whether a process of this host runs, for a claim of this host)."""
+    claim, not released, renewed within the holder's lease (`lease_s`, this job's, for a
+    claim that does not say), by a job that is not known to be gone (`alive`: whether a
+    process runs, for a claim of this process space)."""
     if last is None or last.released or last.checkpoint == mine.checkpoint:
         return None
-    if last.host == mine.host and not alive(last.pid):
-        return None  # killed on this host: its lease needs no lapse
+    if last.space and last.space == mine.space and not alive(last.pid):
+        return None  # killed where this job runs: its lease needs no lapse
     age_s = (now_ms - last.at_ms) / 1000
+    lease_s = last.lease_s or lease_s
     if age_s >= lease_s:
         return None
     return (f"{last.describe()} writes this topic prefix (its lease renewed {age_s:.0f} s "
@@ -104,7 +128,8 @@ class JobLease:
                  replication: int, lease_s: float) -> None:
         self.kafka, self.prefix, self.lease_s = dict(kafka), prefix, lease_s
         host = socket.gethostname()
-        self.mine = Claim(checkpoint_identity(str(checkpoint), host), host, os.getpid(), 0)
+        self.mine = Claim(checkpoint_identity(str(checkpoint), host), host, os.getpid(), 0,
+                          lease_s=lease_s, token=uuid.uuid4().hex, space=process_space())
         self.topic = job_topic(prefix)
         self._creator = TopicCreator(kafka, 1, replication, TIMEOUT_S)
         self._producer: Producer | None = None
@@ -117,7 +142,7 @@ class JobLease:
         last = None
         for msg in read_to_end(self.kafka, self.topic, TIMEOUT_S):
             if msg.key() == _KEY and msg.value():
-                last = Claim(**json.loads(msg.value()))
+                last = Claim.from_json(msg.value())
         return last
 
     def acquire(self) -> None:
@@ -189,8 +214,7 @@ class JobLease:
             other = self.last_claim()
         except KafkaException:
             return
-        mine = (self.mine.host, self.mine.pid)
-        if other is not None and not other.released and (other.host, other.pid) != mine:
+        if other is not None and not other.released and not other.same_process(self.mine):
             raise LeaseLost(
                 f"topic prefix {self.prefix}: {other.describe()} took over this prefix's "
                 f"lease; this job ({self.mine.describe()}) stops. One job per prefix: stop "
@@ -221,6 +245,16 @@ class JobLease:
                 log.warning("the job lease could not be released; the next job waits for "
                             "it to lapse", extra={"topic_prefix": self.prefix,
                                                   "lease_s": self.lease_s, "error": str(exc)})
+
+
+def process_space() -> str:
+    """This process's machine boot and pid namespace ("" where /proc cannot say): two
+    processes with one space see each other's pids."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            return f"{boot.read().strip()}/{os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return ""
 
 
 def _now_ms() -> int:

@@ -142,7 +142,9 @@ class PartitionTransaction:
                  timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         self.transactional_id = transactional_id
         self.token = uuid.uuid4().hex  # what the owner file holds while this one is newest
-        self.broken = False  # fenced or fatally failed: the process makes a new one
+        # fenced, fatally failed, or left in a transaction it could not abort or whose
+        # commit outcome is unknown: the process makes a new one (`_fail`)
+        self.broken = False
         self._open = False
         self.delivered: dict[tuple[str, int], int] = {}  # (topic, partition) → last offset
         # its partition's changelog end after this producer's last commit: an end past it
@@ -239,14 +241,20 @@ class PartitionTransaction:
                                                        "error": str(exc)})
 
     def _fail(self, exc: KafkaException, what: str) -> None:
-        """Abort what can be aborted, mark the producer broken if Kafka says so, and raise."""
+        """Abort what can be aborted; the producer stays fit for another transaction only
+        if its own was aborted; raise."""
         err = exc.args[0]
         fenced = is_fenced(exc)
-        if fenced:
-            self.broken = True
-        elif err.txn_requires_abort():
+        aborted = False
+        if not fenced and err.txn_requires_abort():
             with contextlib.suppress(KafkaException):
                 self._producer.abort_transaction(TIMEOUT_S)
+                aborted = True
+        # Any other end leaves the producer unfit: fenced or fatal; or a commit whose
+        # outcome is unknown (timed out: librdkafka keeps it as the call in progress, and
+        # every later begin or commit fails with __CONFLICT, neither fenced nor abortable);
+        # or an abort that failed. A new producer's initialisation settles the outcome.
+        self.broken = not aborted
         self._open = False
         reason = ("another attempt at this partition took over (fenced)" if fenced
                   else str(err))

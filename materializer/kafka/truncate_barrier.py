@@ -87,6 +87,13 @@ class TruncateBarrierWriter:
         now, waiting for it), and write the truncate events due now: what was written.
         KafkaException when Kafka fails (the next poll tries again; the transaction's
         records are written together or not at all)."""
+        if self.transactional and self._producer is None:
+            # First (at the start, or after a failed write): a new producer's initialisation
+            # settles the last transaction under the id, and a commit whose outcome was
+            # unknown (timed out) may complete then; its `written` record, read to the end
+            # below, keeps the table from being due again.
+            self._producer_now()
+            to_end = True
         if to_end:
             where = TopicPartition(self.topic, 0)
             low, end = self._consumer.get_watermark_offsets(where, TIMEOUT_S)
@@ -187,9 +194,10 @@ class TruncateBarrierWriter:
             if self.transactional:
                 conf |= {"transactional.id": truncations_transactional_id(self.prefix),
                          "transaction.timeout.ms": self.timeout_ms}
-            self._producer = Producer(conf)
-            if self.transactional:
-                self._producer.init_transactions(TIMEOUT_S)
+            producer = Producer(conf)
+            if self.transactional:  # (kept only once initialised: else made again)
+                producer.init_transactions(TIMEOUT_S)
+            self._producer = producer
         return self._producer
 
     def _is_compacted(self, topic: str) -> bool:

@@ -315,6 +315,12 @@ def read_raw(spark: SparkSession, cfg: MaterializerConfig) -> DataFrame:
         reader = reader.option("maxOffsetsPerTrigger", str(k.max_offsets_per_trigger))
     for key, value in k.consumer.items():
         reader = reader.option(f"kafka.{key}", value)
+    # Last, over kafka.consumer: the driver writes truncate barriers into the raw topic in
+    # its transactions, and a task must never act on one whose transaction then aborts (it
+    # would write the table's rows again, and again when the barrier is written anew).
+    # Spark's offset reader asks for the same isolation, so a batch ends at the last
+    # stable offset. The publishers' records are not transactional: read at once as before.
+    reader = reader.option("kafka.isolation.level", "read_committed")
     return reader.load().select("topic", "key", "value", "partition", "offset")
 
 

@@ -43,7 +43,7 @@ from materializer.rules.pages import DEFAULT_PAGE_ROWS
 from materializer.spark.progress import PARTITION_METRICS
 from materializer.spark.pyspark_daemon import InputCut, input_whole
 from materializer.store.layout import EXECUTOR_DIR
-from materializer.task.merge_loop import TASK_SCHEMA, merge
+from materializer.task.merge_loop import TASK_SCHEMA, merge_whole
 from materializer.task.task_stores import TaskStores
 
 if TYPE_CHECKING:
@@ -84,9 +84,7 @@ def merge_task(root: Path | None, handler_for: Callable[[], KeyMaterializer], wi
         stores = TaskStores(where, int(batch_id), window_s * 1000, now,
                             changelog.changelogs() if changelog is not None else None,
                             changelog.made if changelog is not None else None, changelog)
-        handler = handler_for()
-        try:
-            yield from merge(batches, stores, handler, now)
+        def check_whole() -> None:
             # commit only a whole input: every raw partition read to the batch's planned end
             try:
                 input_whole()
@@ -94,10 +92,8 @@ def merge_task(root: Path | None, handler_for: Callable[[], KeyMaterializer], wi
                 log.warning(str(exc), extra={"batch": int(batch_id), "read": {
                     f"{t}[{p}]": r for (t, p), r in stores.ranges.items()}})
                 raise
-        except BaseException:  # (GeneratorExit too: Spark stopped reading, the task ends)
-            stores.close(failed=True)
-            raise
-        stores.close()
+
+        yield from merge_whole(batches, stores, handler_for(), now, check_whole)
     return run
 
 

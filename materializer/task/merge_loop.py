@@ -150,6 +150,20 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
     yield _batch(task.out)
 
 
+def merge_whole(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer,
+                now: int, check_whole: Callable[[], None]) -> Iterator[Any]:
+    """merge(), then close `stores`: committed only if `check_whole` (called once the input
+    is read to its end) says the task got all of it, else aborted, as for any failure
+    (`check_whole` raises; so does this)."""
+    try:
+        yield from merge(batches, stores, handler, now)
+        check_whole()  # a cut input must commit nothing: the rerun reads it whole
+    except BaseException:  # (GeneratorExit too: Spark stopped reading, the task ends)
+        stores.close(failed=True)
+        raise
+    stores.close()
+
+
 class _TaskMerge:
     """One task's merge as it goes: the copies read, grouped by key (in arrival order), the
     table-dropped records per partition, the copy counts, the events not yet handed on."""

@@ -65,7 +65,9 @@ RING_PATHS = ("tests/integration/ring", "tests/integration/spark")
 # Jobs on a Kafka broker alone (the `broker` fixture), run in the ring section to even the
 # two out: in a clean clone's run (da1eaa4) `ring` ended 7 minutes before `stack`.
 KAFKA_ONLY = ("tests/integration/materializer/test_cut_input.py",
-              "tests/integration/materializer/test_clean_stops.py")
+              "tests/integration/materializer/test_aborted_barrier.py",
+              "tests/integration/materializer/test_clean_stops.py",
+              "tests/integration/materializer/test_spark_start_fails.py")
 SECTIONS = (
     Section("stack", ("tests/integration", "tests/devstack/integration"),
             ignore=(*RING_PATHS, *KAFKA_ONLY)),

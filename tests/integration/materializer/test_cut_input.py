@@ -50,13 +50,7 @@ FAST_ROWS = 10  # partition 0: its task fails at its store
 def test_a_task_stopped_mid_input_commits_nothing_and_the_job_moves_on(
         broker: StackSettings, tmp_path: Path) -> None:
     prefix = f"cut{uuid.uuid4().hex[:6]}"
-    publish_inserts(broker.bootstrap_servers, prefix,
-                    {1: range(SLOW_ROWS), 0: range(SLOW_ROWS, SLOW_ROWS + FAST_ROWS)},
-                    one_per_batch=True)
-    checkpoint = tmp_path / "checkpoint"
-    blocker = store_path(state_root(checkpoint), raw_topic(prefix), 0)
-    blocker.parent.mkdir(parents=True)
-    blocker.write_text("not a store")  # partition 0's task fails when it opens its store
+    checkpoint, blocker = _partition_0_fails(broker, prefix, tmp_path, slow=1)
     log = tmp_path / "job.log"
     job = start_materializer(materializer_command(
         broker, prefix, checkpoint, "spark.master=local[2]", *paced_read(FETCH_WAIT_MS),
@@ -77,6 +71,22 @@ def test_a_task_stopped_mid_input_commits_nothing_and_the_job_moves_on(
     assert keys == list(range(SLOW_ROWS + FAST_ROWS)), "a change is missing"
 
 
+def _partition_0_fails(broker: StackSettings, prefix: str, tmp_path: Path, slow: int
+                       ) -> tuple[Path, Path]:
+    """SLOW_ROWS rows published to raw partition `slow`, FAST_ROWS to the other, one
+    producer batch each, and partition 0's store made unable to open (a file where its
+    directory goes): the job's checkpoint, and that file (unlink it to let the store open)."""
+    fast = 1 - slow
+    publish_inserts(broker.bootstrap_servers, prefix,
+                    {slow: range(SLOW_ROWS), fast: range(SLOW_ROWS, SLOW_ROWS + FAST_ROWS)},
+                    one_per_batch=True)
+    checkpoint = tmp_path / "checkpoint"
+    blocker = store_path(state_root(checkpoint), raw_topic(prefix), 0)
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("not a store")
+    return checkpoint, blocker
+
+
 def _events_once_all(job, log: Path, broker: StackSettings, prefix: str, rows: int
                      ) -> list | None:
     """The events of the rows published, once each row has one (the job still running)."""
@@ -92,13 +102,7 @@ def test_a_partition_committed_before_its_sibling_failed_is_counted_by_the_next_
     tasks' metrics; its next attempt skips partition 1 (committed already) and reports what
     partition 1's commit recorded it saw: the freshness count is every event's, once."""
     prefix = f"cnt{uuid.uuid4().hex[:6]}"
-    publish_inserts(broker.bootstrap_servers, prefix,
-                    {0: range(SLOW_ROWS), 1: range(SLOW_ROWS, SLOW_ROWS + FAST_ROWS)},
-                    one_per_batch=True)
-    checkpoint = tmp_path / "checkpoint"
-    blocker = store_path(state_root(checkpoint), raw_topic(prefix), 0)
-    blocker.parent.mkdir(parents=True)
-    blocker.write_text("not a store")  # partition 0's task fails when it opens its store
+    checkpoint, blocker = _partition_0_fails(broker, prefix, tmp_path, slow=0)
     log, port = tmp_path / "job.log", free_port()
     job = start_materializer(materializer_command(
         broker, prefix, checkpoint, "spark.master=local[2]", f"http.port={port}",
@@ -156,3 +160,43 @@ def test_a_task_whose_kafka_read_fails_mid_batch_commits_nothing(
     assert "Could not read records in offset" in text, text[-4000:]  # cut mid-batch
     assert code == 1 and "raw records were deleted before the job read them" in text
     assert inserted_rows(broker.bootstrap_servers, prefix) == []
+
+
+class _Cut(Exception):
+    """What the worker's watch raises when a task's input ended before the JVM's marker."""
+
+
+def test_a_task_told_its_input_was_cut_commits_nothing_and_its_rerun_commits_once(
+        broker: StackSettings, tmp_path: Path) -> None:
+    """The guard itself, in process with no Spark (materializer.task.merge_loop.merge_whole
+    with real stores, changelog and transactions): a task whose input check fails after it
+    merged everything aborts its transaction, and the batch's rerun commits each event
+    once. Without the guard the first attempt committed: the rerun then wrote nothing."""
+    from materializer.kafka.changelog import ChangelogJob
+    from shared.kafka_topics import TopicCreator
+    from shared.topic_names import raw_key
+
+    from support.events import NOW_MS, Registry
+    from support.mutations import TABLE, body, i32, mutation
+    from support.task_run import run_task
+
+    prefix = f"cutin{uuid.uuid4().hex[:6]}"
+    kafka = {"bootstrap.servers": broker.bootstrap_servers}
+    made = ChangelogJob(kafka, prefix, "job1", 1).changelogs().ensure(1)
+    job = ChangelogJob(kafka, prefix, "job1", 1, made, transactional=True)
+    TopicCreator(kafka, 1, 1).ensure(f"{prefix}.ks.t")
+    rows = [(raw_key(TABLE.id, i32(n)),
+             mutation(n, body("ROW", 0, ts=1000 + n, v=f"v{n}", insert=True), p=n)[0])
+            for n in range(5)]
+
+    def cut() -> None:
+        raise _Cut("the input ended before its marker")
+
+    with pytest.raises(_Cut):
+        run_task(tmp_path, 0, NOW_MS, rows, Registry(TABLE), raw_topic(prefix),
+                 check_whole=cut, changelog=job)
+    assert inserted_rows(broker.bootstrap_servers, prefix) == []
+    run_task(tmp_path, 0, NOW_MS, rows, Registry(TABLE), raw_topic(prefix), changelog=job)
+    events = inserted_rows(broker.bootstrap_servers, prefix)
+    assert sorted(e[2]["p"] for e in events) == list(range(5)), events
+    assert [e[3]["op"] for e in events] == ["c"] * 5

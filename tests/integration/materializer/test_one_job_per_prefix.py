@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from devstack.settings import StackSettings
+from materializer.kafka.job_lease import JobLease
 
 from support.materializer_harness import (
     descendants,
@@ -28,6 +29,13 @@ from support.services import wait_until
 
 pytestmark = pytest.mark.integration
 ROWS = 50
+LEASE_S = 10
+
+
+def _claim_age_s(lease: JobLease) -> float:
+    claim = lease.last_claim()
+    assert claim is not None
+    return time.time() - claim.at_ms / 1000
 
 
 def _signal_all(job, sig: int) -> None:
@@ -44,14 +52,16 @@ def test_a_second_job_on_a_prefix_is_refused_and_a_paused_one_is_fenced(
                                                       1: range(1, ROWS, 2)})
     first_ckpt, second_ckpt = tmp_path / "first", tmp_path / "second"
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
+    # the first with a short lease (renewed every 10/6 s), the others with the default
     first = start_materializer(materializer_command(stack, prefix, first_ckpt,
+                                                    f"kafka.job_lease_s={LEASE_S}",
                                                     available_now=False), first_log)
     second = None
     try:
         wait_for_log(first_log, "first micro-batch done", first)
         # a local checkpoint: Spark's logs in it written through Hadoop's FileSystem
         assert "spark_logs_through=FileSystemBasedCheckpointFileManager" in first_log.read_text()
-        # the second checkpoint's job, default lease: refused while the first runs
+        # the second checkpoint's job: refused while the first runs
         refused = start_materializer(materializer_command(stack, prefix, second_ckpt),
                                      second_log)
         assert refused.wait(120) == 1, second_log.read_text()[-3000:]
@@ -61,15 +71,21 @@ def test_a_second_job_on_a_prefix_is_refused_and_a_paused_one_is_fenced(
         assert "Traceback" not in text and "starting Spark" not in text
         assert not second_ckpt.exists() or not any(second_ckpt.iterdir())
 
-        # the first paused past a short lease: the second takes the prefix over
+        # the first paused past its own lease: the second (default lease, 30 s) takes the
+        # prefix over, judging the claim by the holder's lease
         _signal_all(first, signal.SIGSTOP)
-        time.sleep(6)
+        lease = JobLease({"bootstrap.servers": stack.bootstrap_servers}, prefix, "-", 1, 30)
+        wait_until(lambda: _claim_age_s(lease) > LEASE_S, 60, "the first job's lease lapsed",
+                   interval_s=0.5)
         second_log.unlink()
         second = start_materializer(materializer_command(
-            stack, prefix, second_ckpt, "kafka.job_lease_s=5", available_now=False),
-            second_log)
+            stack, prefix, second_ckpt, available_now=False), second_log)
         wait_for_log(second_log, "first micro-batch done", second)
         _signal_all(first, signal.SIGCONT)  # its next renewal is fenced: it stops
+        # rows written while both run: the first's tasks are fenced by the second's, so
+        # each of them has one event (the second's own checkpoint wrote the first rows
+        # again: a new job reads from the earliest offset)
+        publish_inserts(stack.bootstrap_servers, prefix, {0: range(ROWS, 2 * ROWS)})
         assert first.wait(120) == 1, first_log.read_text()[-3000:]
         text = first_log.read_text()
         lost = text[text.index("took over this prefix's lease"):]
@@ -77,10 +93,12 @@ def test_a_second_job_on_a_prefix_is_refused_and_a_paused_one_is_fenced(
         assert "Traceback" not in lost, lost[-3000:]
 
         # the second goes on alone; a clean stop frees the prefix for a third at once
-        publish_inserts(stack.bootstrap_servers, prefix, {0: range(ROWS, 2 * ROWS)})
         wait_until(lambda: len({e[2]["p"] for e in inserted_rows(
             stack.bootstrap_servers, prefix)}) >= 2 * ROWS, 120, "the second job's events",
             interval_s=1)
+        later = [e for e in inserted_rows(stack.bootstrap_servers, prefix)
+                 if e[2]["p"] >= ROWS]
+        assert sorted(e[2]["p"] for e in later) == list(range(ROWS, 2 * ROWS))
         second.send_signal(signal.SIGTERM)
         assert second.wait(120) == 0, second_log.read_text()[-3000:]
         third = start_materializer(materializer_command(stack, prefix, tmp_path / "third"),

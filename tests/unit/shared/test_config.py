@@ -57,3 +57,11 @@ def test_the_log_section_is_checked(override: str, message: str) -> None:
         load(PublisherConfig, None, [override], env={})
     assert load(PublisherConfig, None, ["log.format=text", "log.level=debug"],
                 env={}).log.format == "text"
+
+
+def test_the_raw_topics_isolation_level_is_not_a_setting() -> None:
+    """The job reads the raw topic read_committed always (issue 71, case 2)."""
+    with pytest.raises(ConfigError, match=r"kafka\.consumer\.isolation\.level: the job reads "
+                                          r"the raw topic read_committed always"):
+        load(MaterializerConfig, None, ["kafka.consumer.isolation.level=read_uncommitted"],
+             env={})

@@ -12,8 +12,9 @@ NOW_MS = 1_800_000_000_000
 MINE = Claim("hdfs://nn/ckpt/b", "host-b", 20, 0)
 
 
-def _other(age_s: float, released: bool = False, checkpoint: str = "hdfs://nn/ckpt/a") -> Claim:
-    return Claim(checkpoint, "host-a", 10, NOW_MS - int(age_s * 1000), released)
+def _other(age_s: float, released: bool = False, checkpoint: str = "hdfs://nn/ckpt/a",
+           lease_s: float = 0.0) -> Claim:
+    return Claim(checkpoint, "host-a", 10, NOW_MS - int(age_s * 1000), released, lease_s)
 
 
 def test_another_checkpoints_fresh_claim_refuses_naming_it() -> None:
@@ -27,16 +28,51 @@ def test_a_lapsed_or_released_claim_or_none_lets_a_job_start() -> None:
     assert refusal(None, MINE, NOW_MS, 30) is None
     assert refusal(_other(30), MINE, NOW_MS, 30) is None
     assert refusal(_other(1, released=True), MINE, NOW_MS, 30) is None
-    assert refusal(_other(31), MINE, NOW_MS, 60) is not None  # the reader's lease decides
+    # a claim of a job before claims said their lease: the reader's lease decides
+    assert refusal(_other(31), MINE, NOW_MS, 60) is not None
 
 
-def test_a_holder_killed_on_this_host_frees_the_prefix_at_once() -> None:
-    here = Claim("host-a:/ckpt/b", "host-a", 20, 0)
-    killed = Claim("host-a:/ckpt/a", "host-a", 10, NOW_MS - 1000)
+def test_the_holders_lease_decides_when_its_claim_lapses_not_the_newcomers() -> None:
+    """A newcomer with a 5-s lease took a healthy 30-s holder's prefix after 6 s, and
+    re-emitted from the earliest offset."""
+    healthy = _other(6, lease_s=30)
+    why = refusal(healthy, MINE, NOW_MS, 5)
+    assert why is not None and "frees the prefix 30 s after its last renewal" in why
+    assert refusal(_other(31, lease_s=30), MINE, NOW_MS, 5) is None
+    assert refusal(_other(6, lease_s=5), MINE, NOW_MS, 60) is None
+
+
+def test_a_holder_killed_in_this_process_space_frees_the_prefix_at_once() -> None:
+    here = Claim("host-a:/ckpt/b", "host-a", 20, 0, space="boot-1/pid:[1]")
+    killed = Claim("host-a:/ckpt/a", "host-a", 10, NOW_MS - 1000, space="boot-1/pid:[1]")
     assert refusal(killed, here, NOW_MS, 30, alive=lambda pid: pid != 10) is None
     assert refusal(killed, here, NOW_MS, 30, alive=lambda pid: True) is not None
     # another host's process cannot be looked at: its lease must lapse
     assert refusal(_other(1), MINE, NOW_MS, 30, alive=lambda pid: False) is not None
+    # nor another container's of one hostname (another pid namespace), nor an older claim's
+    for space in ("boot-1/pid:[2]", ""):
+        beside = Claim("host-a:/ckpt/a", "host-a", 10, NOW_MS - 1000, space=space)
+        assert refusal(beside, here, NOW_MS, 30, alive=lambda pid: False) is not None
+
+
+def test_two_processes_of_one_host_and_pid_are_told_apart_by_their_tokens() -> None:
+    one = Claim("c", "host-a", 1, 0, token="t1")
+    assert one.same_process(Claim("c", "host-a", 1, 5, token="t1"))
+    assert not one.same_process(Claim("c", "host-a", 1, 5, token="t2"))
+    assert one.same_process(Claim("c", "host-a", 1, 5))  # an older job's claim: host and pid
+    assert not one.same_process(Claim("c", "host-b", 1, 5))
+
+
+def test_a_claim_reads_back_and_fields_a_later_version_adds_are_left_out() -> None:
+    import json
+    from dataclasses import asdict
+
+    claim = Claim("c", "h", 1, 2, False, 30.0, "t", "s")
+    assert Claim.from_json(json.dumps(asdict(claim)).encode()) == claim
+    later = json.dumps(asdict(claim) | {"region": "eu"}).encode()
+    assert Claim.from_json(later) == claim
+    older = json.dumps({"checkpoint": "c", "host": "h", "pid": 1, "at_ms": 2}).encode()
+    assert Claim.from_json(older) == Claim("c", "h", 1, 2)
 
 
 def test_the_same_checkpoint_takes_its_own_lease_back_at_once() -> None:
