@@ -156,16 +156,25 @@ def check_delivery(files: Files, delivery: str) -> None:
     the modes share everything else, so a switch there is safe."""
     text = files.read_text(DELIVERY_RECORD)
     recorded = None if text is None else str(json.loads(text)["delivery"])
-    if recorded is not None and recorded != delivery:
-        planned = last_batch(files.names("offsets"))
-        done = last_batch(files.names("commits"))
-        if planned is not None and planned != done:
-            raise CheckpointRefused(
-                f"checkpoint {files.location}: micro-batch {planned} began with "
-                f"events.delivery {recorded} and did not finish; finishing it with "
-                f"{delivery} would write its events twice or meet its open transactions. "
-                f"Run the job once with events.delivery {recorded} and --available-now "
-                f"(it finishes every batch, then stops), then start it with {delivery}")
+    planned = last_batch(files.names("offsets"))
+    unfinished = planned is not None and planned != last_batch(files.names("commits"))
+    if recorded is None and unfinished:
+        # (every start since the record exists writes it before the first batch: a
+        # checkpoint of an earlier casscade, or the file removed)
+        raise CheckpointRefused(
+            f"checkpoint {files.location}: micro-batch {planned} did not finish, and the "
+            f"checkpoint does not say which events.delivery began it (no {DELIVERY_RECORD}"
+            "). Finished in the other mode, it would write its events twice or meet its "
+            "open transactions. Finish it with the casscade that began it (--available-"
+            f"now), or write the mode it ran with to {DELIVERY_RECORD} in the checkpoint, "
+            'e.g. {"delivery": "exactly-once"}, and start again')
+    if recorded is not None and recorded != delivery and unfinished:
+        raise CheckpointRefused(
+            f"checkpoint {files.location}: micro-batch {planned} began with "
+            f"events.delivery {recorded} and did not finish; finishing it with "
+            f"{delivery} would write its events twice or meet its open transactions. "
+            f"Run the job once with events.delivery {recorded} and --available-now "
+            f"(it finishes every batch, then stops), then start it with {delivery}")
     if recorded != delivery:
         files.write_text(DELIVERY_RECORD, json.dumps({"delivery": delivery}))
 
