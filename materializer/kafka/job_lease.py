@@ -51,6 +51,9 @@ from shared.topic_names import job_topic, lease_transactional_id
 log = logging.getLogger(__name__)
 TIMEOUT_S = 30.0
 _KEY = b"lease"
+# The share of its lease a holder may go without a renewal before it stops writing: another
+# job may take the prefix once the whole lease has passed since the last renewal
+DOUBT_SHARE = 2 / 3
 # compacted, and rolled often, so a start reads a few hundred records at most
 TOPIC_CONFIG = {"segment.ms": str(10 * 60 * 1000), "min.cleanable.dirty.ratio": "0.01"}
 
@@ -134,6 +137,7 @@ class JobLease:
         self._creator = TopicCreator(kafka, 1, replication, TIMEOUT_S)
         self._producer: Producer | None = None
         self.lost: str | None = None  # why the lease was lost, once it is
+        self._renewed: float | None = None  # (monotonic) the last renewal that committed
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -182,11 +186,22 @@ class JobLease:
             self._producer = self._new_producer()
         try:
             self._write_claim(self._producer, released)
+            self._renewed = time.monotonic()
         except KafkaException as exc:
             if is_fenced(exc):
                 self._check_not_taken(exc)
             self._producer = None  # made again at the next renewal
             raise
+
+    def unrenewed_s(self) -> float | None:
+        """Seconds since the last renewal that committed, once past DOUBT_SHARE of the
+        lease (None before: the lease is sure). Past it the job must stop writing: at the
+        whole lease another job may take the prefix, and this one may not hear of it
+        (Kafka away from the renewals, say, while its tasks still commit)."""
+        if self._renewed is None:
+            return None
+        unrenewed = time.monotonic() - self._renewed
+        return unrenewed if unrenewed > self.lease_s * DOUBT_SHARE else None
 
     def _write_claim(self, producer: Producer, released: bool) -> None:
         claim = Claim(**(asdict(self.mine) | {"at_ms": _now_ms(), "released": released}))

@@ -79,7 +79,10 @@ def run_query(spark: SparkSession, cfg: MaterializerConfig, progress: ProgressMe
         "Failed queries started again from the checkpoint, by the failure's exception class",
         ("reason",))
     while not stop.requested:
+        _wait_for_renewal(lease, stop)
         _check_lease(lease)
+        if stop.requested:
+            return
         try:
             query, barrier = job.start(spark, cfg, available_now=available_now)
             running.append(query)
@@ -152,6 +155,19 @@ def _poll(barrier: TruncateBarrierWriter | None, progress: ProgressMetrics,
     return len(written)
 
 
+def _wait_for_renewal(lease: JobLease | None, stop: StopRequest) -> None:
+    """While the `lease` is not renewed (JobLease.unrenewed_s), wait for a renewal, its loss,
+    or a stop, saying so every minute."""
+    said = -60.0
+    while (lease is not None and lease.lost is None and not stop.requested
+           and (unrenewed := lease.unrenewed_s()) is not None):
+        if time.monotonic() - said >= 60:
+            said = time.monotonic()
+            log.warning("the job lease is not renewed; the query starts again once it is",
+                        extra={"unrenewed_s": round(unrenewed), "lease_s": lease.lease_s})
+        time.sleep(0.5)
+
+
 def _check_lease(lease: JobLease | None) -> None:
     """LeaseLost if another job took the prefix's lease."""
     if lease is not None and lease.lost is not None:
@@ -177,6 +193,16 @@ def _await(query: Any, progress: ProgressMetrics, policy: RestartPolicy,
                 stopping.stop_now(query)  # its tasks' commits are fenced already
                 _observe_last(query, progress)
                 raise LeaseLost(lease.lost)
+            unrenewed = lease.unrenewed_s() if lease is not None else None
+            if unrenewed is not None:  # (the lease has a third of itself left)
+                quiet()
+                stopping.stop_now(query)
+                _observe_last(query, progress)
+                # (the restart metric's reason: the first "...Error" named)
+                return (f"LeaseRenewalError: the job lease was not renewed for "
+                        f"{unrenewed:.0f} s (its lease "
+                        f"{lease.lease_s:g} s): the query stops before another job may "
+                        "take the prefix, and starts again once the lease is renewed")
             stop.stop_between_batches(query, quiet)
             progress.observe_new(progress_since(query, progress.newest()))
             _poll(barrier, progress)

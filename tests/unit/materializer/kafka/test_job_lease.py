@@ -186,3 +186,19 @@ def test_the_same_checkpoint_started_again_elsewhere_takes_the_lease_from_a_live
     monkeypatch.setattr(lease, "last_claim", lambda: newer)
     with pytest.raises(LeaseLost, match="host another-host, pid 99"):
         lease.renew()
+
+
+def test_a_lease_unrenewed_for_two_thirds_of_itself_is_in_doubt(monkeypatch) -> None:
+    """Past DOUBT_SHARE of the lease without a renewal that committed, the job stops
+    writing (materializer.spark.query_runner): at the whole lease another job may start."""
+    from materializer.kafka import job_lease
+
+    lease = _lease(monkeypatch, None, [_Producer([])])
+    assert lease.unrenewed_s() is None  # not taken yet
+    lease.renew()
+    renewed = job_lease.time.monotonic()
+    for after_s, doubt in ((19.5, False), (20.5, True)):
+        monkeypatch.setattr(job_lease.time, "monotonic", lambda a=after_s: renewed + a)
+        assert (lease.unrenewed_s() is not None) is doubt, after_s
+    lease.renew()  # committed: sure again
+    assert lease.unrenewed_s() is None

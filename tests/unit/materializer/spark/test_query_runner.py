@@ -59,10 +59,10 @@ class _Clock:
         self.slept += seconds
 
 
-def _run(monkeypatch: pytest.MonkeyPatch, starts: list[Any], lease: Any = None
-         ) -> tuple[list[Any], Registry, _Clock]:
+def _run(monkeypatch: pytest.MonkeyPatch, starts: list[Any], lease: Any = None,
+         clock: _Clock | None = None) -> tuple[list[Any], Registry, _Clock]:
     """run_query over `starts`: each start returns the next query, or raises it."""
-    clock = _Clock()
+    clock = clock or _Clock()
     monkeypatch.setattr(query_runner, "time", clock)
 
     def start(_spark: Any, _cfg: Any, available_now: bool = False) -> Any:
@@ -193,6 +193,9 @@ class _Lease:
         self.looks += 1
         return "another job took over" if self.looks > self.after else None
 
+    def unrenewed_s(self) -> float | None:
+        return None  # renewed all along, until another job took over
+
 
 def test_a_lost_lease_stops_the_query_at_once_and_ends_the_run(monkeypatch) -> None:
     from materializer.kafka.job_lease import LeaseLost
@@ -202,6 +205,36 @@ def test_a_lost_lease_stops_the_query_at_once_and_ends_the_run(monkeypatch) -> N
     with pytest.raises(LeaseLost, match="another job took over"):
         _run(monkeypatch, [query], lease)
     assert query.stopped
+
+
+class _Unrenewed:
+    """A job lease whose renewals fail from its `from_look`-th look on, until the clock
+    reaches `renewed_at`."""
+
+    lease_s, lost = 30.0, None
+
+    def __init__(self, clock: Any, from_look: int, renewed_at: float) -> None:
+        self.clock, self.from_look, self.renewed_at, self.looks = clock, from_look, renewed_at, 0
+
+    def unrenewed_s(self) -> float | None:
+        self.looks += 1
+        assert self.looks < 10_000, "the query was never stopped"
+        if self.looks >= self.from_look and self.clock.now < self.renewed_at:
+            return 21.0
+        return None
+
+
+def test_a_lease_not_renewed_stops_the_query_until_it_is(monkeypatch) -> None:
+    """Renewals that keep failing while the tasks could still commit (issue 71, case 5):
+    the query stops before another job may take the prefix, and starts again once a
+    renewal commits; before, the job kept writing."""
+    first, second = _Running(), _Ended(None)
+    clock = _Clock()
+    lease = _Unrenewed(clock, from_look=4, renewed_at=90.0)
+    running, registry, clock = _run(monkeypatch, [first, second], lease, clock)
+    assert first.stopped and running == [first, second]
+    assert clock.now >= 90.0  # the second start waited for the renewal
+    assert 'restarts_total{reason="LeaseRenewalError"} 1' in registry.render()
 
 
 class _Barrier(_NoBarrier):
