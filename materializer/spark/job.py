@@ -169,11 +169,8 @@ def session(cfg: MaterializerConfig, available_now: bool = False,
     if CONSUMER_CACHE not in s.conf:
         raw = raw_partitions(cfg.kafka.client(), cfg.kafka.topic_prefix)
         builder = builder.config(CONSUMER_CACHE, str(consumer_cache_capacity(raw)))
-    for key, value in {**scheduling_conf(s), **s.conf}.items():
+    for key, value in spark_conf(s).items():
         builder = builder.config(key, value)
-    # a speculative second attempt of a task would be a second writer of its partition
-    # store and changelog (SparkSettings refuses the setting; Spark's default is off too)
-    builder = builder.config("spark.speculation", "false")
     options = driver_java_options(s, archive)
     if options and s.master != "submit":
         builder = builder.config("spark.driver.extraJavaOptions", options)
@@ -203,6 +200,15 @@ def scheduling_conf(s: SparkSettings) -> dict[str, str]:
     if not any(k in s.conf for k in LOCALITY_WAITS):
         return {"spark.locality.wait.process": PARTITION_LOCALITY_WAIT}
     return {}
+
+
+def spark_conf(s: SparkSettings) -> dict[str, str]:
+    """The Spark settings of `s.conf` over the job's scheduling (scheduling_conf), with what
+    exactly-once needs over both: no speculation. A speculative second attempt of a task
+    would be a second writer of its partition store and changelog; SparkSettings refuses
+    the setting in spark.conf, and this wins over spark-submit's --conf and
+    spark-defaults.conf."""
+    return {**scheduling_conf(s), **s.conf, "spark.speculation": "false"}
 
 
 def consumer_cache_capacity(raw_partitions: dict[str, int]) -> int:

@@ -15,6 +15,7 @@ from materializer.spark.job import (
     driver_java_options,
     scheduling_conf,
     sink_producer,
+    spark_conf,
 )
 
 
@@ -31,6 +32,15 @@ def test_a_task_waits_for_the_executor_holding_its_store() -> None:
     # the user's wait stands, at either key
     for key in ("spark.locality.wait", "spark.locality.wait.process"):
         assert scheduling_conf(SparkSettings(conf={key: "1s"})) == {}
+
+
+def test_the_job_runs_without_speculation_whatever_else_is_set() -> None:
+    """(issue 71, case 7) spark.conf cannot turn it on (SparkSettings refuses it); this
+    setting of the job's, over the user's and spark-submit's, is what turns it off."""
+    user = SparkSettings(conf={"spark.locality.wait": "1s", "spark.task.maxFailures": "2"})
+    assert spark_conf(user) == {"spark.locality.wait": "1s", "spark.task.maxFailures": "2",
+                                "spark.speculation": "false"}
+    assert spark_conf(SparkSettings())["spark.speculation"] == "false"
 
 
 def test_the_driver_jvm_compiles_with_the_first_tier_by_default() -> None:
