@@ -110,15 +110,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
     stop.install()  # a signal while Spark starts: stop once it has
     # a fresh start takes 20-50 s before the first events: say what it is doing meanwhile
     log.info("starting Spark (the driver JVM)", extra={"master": cfg.spark.master})
-    try:
-        spark, archive = job.open_session(cfg, available_now=available_now)
-    except Exception as exc:  # noqa: BLE001 (PySpark's, py4j's, the OS's: no Java, a JVM option refused)
-        lease.release()  # the next job need not wait for it to lapse
-        if http is not None:
-            http.shutdown()
-        raw_age.close()
-        raise click.ClickException(f"Spark's driver JVM could not start: {exc}".strip()
-                                   ) from None
+    spark, archive = _open_session(cfg, available_now, lease, http, raw_age)
     stop.install()  # PySpark's SparkContext installs a SIGINT handler of its own
     spark.sparkContext.setLogLevel("WARN")
     try:
@@ -217,6 +209,23 @@ def _check_kafka(cfg: MaterializerConfig, events: EventSettings, kafka: dict[str
             check_timeout(kafka, events.transaction_timeout_s)
     except (OldRawLayout, TimeoutRefused, ProducerRefused) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _open_session(cfg: MaterializerConfig, available_now: bool, lease: Any, http: Any,
+                  raw_age: Any) -> tuple[Any, Any]:
+    """job.open_session; a driver JVM that cannot start is one line, with the lease released
+    (the next job need not wait for it to lapse) and the job's threads closed."""
+    from materializer.spark import job
+
+    try:
+        return job.open_session(cfg, available_now=available_now)
+    except Exception as exc:  # noqa: BLE001 (PySpark's, py4j's, the OS's: no Java, a JVM option refused)
+        lease.release()
+        if http is not None:
+            http.shutdown()
+        raw_age.close()
+        raise click.ClickException(f"Spark's driver JVM could not start: {exc}".strip()
+                                   ) from None
 
 
 def _lease(cfg: MaterializerConfig) -> Any:
