@@ -34,8 +34,8 @@ from materializer.checkpoint import records
 from materializer.checkpoint.files import Files, is_uri
 from materializer.checkpoint.records import last_batch, parse_offset_log
 from materializer.kafka.start_topics import raw_partitions
-from materializer.store.layout import raw_key_of, state_root
-from materializer.store.partition_store import owner_of
+from materializer.store.layout import SWEEP, SWEPT, raw_key_of, state_root
+from materializer.store.partition_store import entry_value, owner_of
 from shared.partitioner import partitioner as partition_function
 from shared.topic_names import changelog_topic
 
@@ -86,13 +86,23 @@ def reshard_entries(entries: dict[int, dict[bytes, bytes]], partitions: int,
     own records (its newest batch) in every new store, the newest one kept."""
     out: dict[int, dict[bytes, bytes]] = defaultdict(dict)
     shared: dict[bytes, bytes] = {}
-    for store in entries.values():
+    for old, store in entries.items():
         for key, value in store.items():
             owner = owner_of(key)
             if owner is None:
                 shared[key] = max(shared.get(key, value), value)  # big-endian batch ids
                 continue
             kind, inner = owner
+            if kind == "entry" and inner[:1] in (SWEEP, SWEPT):
+                # a sweep's cursor is a place in one partition's keys: it cannot move
+                if inner[:1] == SWEEP and entry_value(value) is not None:
+                    raise ReshardRefused(
+                        f"partition {old}'s store has a table sweep under way (a TRUNCATE's, "
+                        "a reset's or a truncate barrier's, spark.sweep_keys keys a "
+                        "micro-batch): run the publishers and the job a while longer (the "
+                        "heartbeats give every partition a micro-batch, each taking the "
+                        "sweep on), then drain and reshard again")
+                continue  # (a finished sweep's, or its marks: the old layout's own)
             pk = raw_key_of(inner) if kind == "entry" else inner
             out[partition_of(pk, partitions)][key] = value
     for p in range(partitions):

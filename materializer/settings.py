@@ -77,6 +77,12 @@ class SparkSettings:
     # a partition of more than twice this many rows keeps them in pages of this many, so a
     # batch reads and writes only the pages it can change; may change between runs
     state_page_rows: int = 256
+    # a TRUNCATE, a reset and a truncate barrier each visit every key of the table in a raw
+    # partition's store (its d or r events); a task goes through at most this many such
+    # keys a micro-batch and leaves the rest to the next ones, so its transaction is sized
+    # by this, not by the table (events.transaction_timeout_s). 0: the whole table at once.
+    # A run with --available-now goes through each table whole.
+    sweep_keys: int = 50_000
     driver_memory: str = "1g"
     # the driver JVM's JIT compiler: "c1", HotSpot's first tier only
     # (-XX:TieredStopAtLevel=1): Spark's driver runs much code a few times per micro-batch,
@@ -116,6 +122,8 @@ class SparkSettings:
     class_archive_dir: str = ""
 
     def __post_init__(self) -> None:
+        if self.sweep_keys < 0:
+            raise ValueError(f"spark.sweep_keys {self.sweep_keys}: 0 (no bound) or more")
         if self.driver_jit not in DRIVER_JIT:
             raise ValueError(f"spark.driver_jit {self.driver_jit!r}: one of "
                              + ", ".join(DRIVER_JIT))

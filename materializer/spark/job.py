@@ -202,6 +202,12 @@ def scheduling_conf(s: SparkSettings) -> dict[str, str]:
     return {}
 
 
+def sweep_budget(s: SparkSettings, available_now: bool) -> int:
+    """The most keys of table sweeps a task goes through a micro-batch (0: no bound): a run
+    to the raw topic's end has no later batch to leave the rest to."""
+    return 0 if available_now else s.sweep_keys
+
+
 def spark_conf(s: SparkSettings) -> dict[str, str]:
     """The Spark settings of `s.conf` over the job's scheduling (scheduling_conf), with what
     exactly-once needs over both: no speculation. A speculative second attempt of a task
@@ -231,7 +237,7 @@ def start(spark: SparkSession, cfg: MaterializerConfig, available_now: bool = Fa
     raw = raw_partitions(k.client(), k.topic_prefix)
     made = frozenset(create_event_topics(k.client(), k.topic_prefix, cfg.events))
     truncate_barrier.ensure_topic(k.client(), k.topic_prefix, cfg.events.replication_factor)
-    events = _events(spark, cfg, raw, made)
+    events = _events(spark, cfg, raw, made, available_now)
     job_id = records.job_id(hadoop_files.files(spark, cfg.spark.checkpoint))
     barrier = TruncateBarrierWriter(
         k.client(), k.topic_prefix, job_id, raw, cfg.events.exactly_once,
@@ -256,10 +262,11 @@ def _truncate_events(cfg: MaterializerConfig, made: frozenset[str]) -> Render:
 
 
 def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[str, int],
-            made: frozenset[str]) -> DataFrame:
+            made: frozenset[str], available_now: bool = False) -> DataFrame:
     """The events (materializer.spark.partition_job), after its start checks;
     `raw_partitions`: the raw topic's partition count now ({} while it does not exist);
-    `made`: the event topics made at start."""
+    `made`: the event topics made at start; `available_now`: a run to the raw topic's end,
+    whose table sweeps end within it (no later batch would take them on)."""
     k = cfg.kafka
     files = hadoop_files.HadoopFiles(spark, cfg.spark.checkpoint)
     cleared = records.clear_unfinished_start(files)
@@ -302,7 +309,7 @@ def _events(spark: SparkSession, cfg: MaterializerConfig, raw_partitions: dict[s
         read_raw(spark, cfg), root, k.client(), k.topic_prefix, event_settings(cfg),
         cfg.spark.state_page_rows, cfg.spark.dedupe_window_s,
         cfg.spark.partition_tasks or (spark.sparkContext.defaultParallelism if root else 0),
-        changelog, made)
+        changelog, made, sweep_budget(cfg.spark, available_now))
 
 
 def read_raw(spark: SparkSession, cfg: MaterializerConfig) -> DataFrame:

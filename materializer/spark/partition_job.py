@@ -64,13 +64,13 @@ def executor_root(job: str) -> Path:
 
 
 def merge_task(root: Path | None, handler_for: Callable[[], KeyMaterializer], window_s: int,
-               changelog: ChangelogJob | None = None
+               changelog: ChangelogJob | None = None, sweep_keys: int = 0
                ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The mapInArrow function: one task's records (one Kafka partition's offset range of
     the micro-batch) merged key by key into events, copies dropped, state in its store under
-    `root` (None: the executor's own directory) and in its `changelog`; committed only if
-    the JVM handed over the task's whole input (`pyspark_daemon.input_whole`), else
-    aborted."""
+    `root` (None: the executor's own directory) and in its `changelog`, at most `sweep_keys`
+    keys of table sweeps (0: no bound); committed only if the JVM handed over the task's
+    whole input (`pyspark_daemon.input_whole`), else aborted."""
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
 
@@ -93,20 +93,21 @@ def merge_task(root: Path | None, handler_for: Callable[[], KeyMaterializer], wi
                     f"{t}[{p}]": r for (t, p), r in stores.ranges.items()}})
                 raise
 
-        yield from merge_whole(batches, stores, handler_for(), now, check_whole)
+        yield from merge_whole(batches, stores, handler_for(), now, check_whole, sweep_keys)
     return run
 
 
 def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], prefix: str,
            settings: EventSettings, page_rows: int = DEFAULT_PAGE_ROWS, window_s: int = 0,
            tasks: int = 0, changelog: ChangelogJob | None = None,
-           made_topics: frozenset[str] = frozenset()) -> DataFrame:
+           made_topics: frozenset[str] = frozenset(), sweep_keys: int = 0) -> DataFrame:
     """The events (topic, key, value) of `raw` (the Kafka source's rows) under topic prefix
     `prefix`, with the copy counts as the query's observed metrics METRICS; the stores
     under `root` (None: in each executor's work directory); `tasks` > 0: the source's
     partitions (one per raw topic partition with records) coalesced into at most that many
     tasks; `changelog`: the stores' changelogs (None: local stores only); `made_topics`:
-    the event topics the driver made at start (`worker_clients.key_handler`).
+    the event topics the driver made at start (`worker_clients.key_handler`); `sweep_keys`:
+    the most keys of table sweeps a task goes through (0: no bound).
 
     Why coalesce: every task costs the same start (its Python function, Arrow streams, a
     handler) whatever it reads, so 20 tables of 4 partitions each paid it 80 times a
@@ -124,7 +125,8 @@ def events(raw: DataFrame, root: Path | None, kafka: dict[str, str], prefix: str
         root.mkdir(parents=True, exist_ok=True)
     if tasks > 0:
         raw = raw.coalesce(tasks)
-    merged = raw.mapInArrow(merge_task(root, handler_for, window_s, changelog), TASK_SCHEMA)
+    merged = raw.mapInArrow(merge_task(root, handler_for, window_s, changelog, sweep_keys),
+                            TASK_SCHEMA)
     return (merged.observe(METRICS, F.sum("copies_in").alias("copies_in"),
                            F.sum("copies_dropped").alias("copies_dropped"),
                            F.sum("store_keys").alias("store_keys"),

@@ -11,6 +11,9 @@ Store keys (inside `PartitionStore`'s own prefixes):
   written with, then the state blob (`materializer.rules.model.PartitionState`).
 - `p` + table id + page id (8 bytes, big-endian) + partition key: one page of a wide
   partition's rows (`materializer.rules.pages`).
+- `w` + sweep kind + table id: a sweep of the table's keys under way (a TRUNCATE's, a
+  reset's, a truncate barrier's), with its cursor (`materializer.store.table_sweeps`).
+- `v` + sweep kind + raw key: a key that sweep has done ahead of its cursor.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ EXECUTOR_DIR = "casscade-partition-state"  # on a cluster: in each executor's wo
 _ENTRY = struct.Struct(">qH")  # next expiry (ms, -1: none), length of the schema hash
 _PAGE_ID = struct.Struct(">q")
 ENTRY, PAGE = b"s", b"p"
+SWEEP, SWEPT = b"w", b"v"
 
 
 def state_root(checkpoint: Path) -> Path:

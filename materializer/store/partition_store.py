@@ -310,14 +310,19 @@ class PartitionStore:
         else:
             self._put(_ENTRY + key, _pack(self.batch, value, before))
 
-    def entry_keys(self, prefix: bytes) -> list[bytes]:
-        """The keys of every entry whose key starts with `prefix`, as the store has them now
-        (this attempt's writes not included)."""
+    def entry_keys(self, prefix: bytes, after: bytes | None = None, limit: int | None = None
+                   ) -> list[bytes]:
+        """The keys of every entry whose key starts with `prefix`, in key order, as RocksDB
+        holds them now (an entry this attempt removed may be listed: `get` says); only
+        those after `after`, and at most `limit` of them, if given."""
         it = self._db.iter()
         start = _ENTRY + prefix
-        it.seek(start)
-        keys = []
-        while it.valid() and it.key().startswith(start):
+        it.seek(start if after is None else _ENTRY + after)
+        if after is not None and it.valid() and it.key() == _ENTRY + after:
+            it.next()
+        keys: list[bytes] = []
+        while it.valid() and it.key().startswith(start) and (limit is None
+                                                             or len(keys) < limit):
             keys.append(it.key()[1:])
             it.next()
         del it
@@ -395,6 +400,11 @@ class PartitionStore:
     def estimated_keys(self) -> int:
         """RocksDB's estimate of the keys it holds (entries, digests, index)."""
         return int(self._db.property_int_value("rocksdb.estimate-num-keys") or 0)
+
+
+def entry_value(raw: bytes) -> bytes | None:
+    """An entry's value as the batch that wrote it left it (a changelog's, a RocksDB's)."""
+    return _unpack(raw)[1]
 
 
 def record_key(name: bytes) -> bytes:

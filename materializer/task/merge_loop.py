@@ -17,18 +17,18 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from materializer.key_materializer import KeyMaterializer, RawRecord, Result
-from materializer.rules.truncate_barrier import Applied
-from materializer.store.dropped_tables import remove_table
-from materializer.store.layout import ENTRY, entry_key, pack_entry, page_key, unpack_entry
-from materializer.store.partition_store import PartitionStore
+from materializer.key_materializer import KeyMaterializer, RawRecord
+from materializer.store.layout import entry_key, unpack_entry
+from materializer.store.table_sweeps import RESET, REWRITE, TRUNCATE
+from materializer.task.key_writes import apply_result, page_source
+from materializer.task.table_sweep import TableSweeper
 from materializer.task.task_stats import TaskStats
 from materializer.task.task_stores import TaskStores, Where
 from shared.heartbeat import HEARTBEAT_BYTE, decode_heartbeat
 from shared.rowupdate import COPY_KEY_SIZE, VERSION_BYTE
 from shared.table_drop import TABLE_DROP_BYTE, TableDrop, decode_table_drop
 from shared.table_truncate import TABLE_TRUNCATE_BYTE, TableTruncate, decode_table_truncate
-from shared.topic_names import TABLE_ID_SIZE, truncations_topic
+from shared.topic_names import TABLE_ID_SIZE
 from shared.truncate_barrier import (
     TRUNCATE_BARRIER_BYTE,
     TruncateBarrier,
@@ -45,26 +45,6 @@ TASK_SCHEMA = ("topic STRING, key BINARY, value BINARY, copies_in LONG, copies_d
 _COUNTS = (None,) * 8  # an event row's count columns
 _COPY_KEY_END = 1 + COPY_KEY_SIZE  # a raw value's copy key ends here (after its version byte)
 _CHUNK = 5_000  # output rows per Arrow batch
-
-
-def _apply(store: PartitionStore, key: bytes, old_timer: int | None, result: Result) -> None:
-    """Write one key's result to its store (`key`: the raw key): pages, entry, expiry
-    index."""
-    if result.schema_hash is None:
-        return  # nothing usable and no state: nothing to write
-    for page, blob in result.pages.items():
-        store.put(page_key(page, key), blob)
-    if result.state is None:
-        store.put(entry_key(key), None)
-        return
-    store.put(entry_key(key), pack_entry(result.state, result.schema_hash,
-                                         result.next_timer_ms))
-    if result.next_timer_ms is not None and result.next_timer_ms != old_timer:
-        store.schedule(result.next_timer_ms, key)
-
-
-def _pages(store: PartitionStore, key: bytes) -> Callable[[list[int]], list[bytes | None]]:
-    return lambda ids: [store.get(page_key(i, key)) for i in ids]
 
 
 def _batch(rows: list[tuple[Any, ...]]) -> Any:
@@ -123,12 +103,13 @@ def _by_partition(cols: dict[str, list[Any]]
     return [(topic, part, *rows) for (topic, part), rows in split.items()]
 
 
-def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, now: int
-          ) -> Iterator[Any]:
+def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, now: int,
+          sweep_keys: int = 0) -> Iterator[Any]:
     """Arrow batches of raw records (topic, key, value, partition, offset) → Arrow batches of
     TASK_SCHEMA: the events (exactly-once: none, they go into each raw partition's
-    transaction), then one row of counts; the keys' state in `stores`."""
-    task = _TaskMerge(stores, handler, now)
+    transaction), then one row of counts; the keys' state in `stores`; `sweep_keys`: the
+    most keys the task's table sweeps go through (0: every key of the table)."""
+    task = _TaskMerge(stores, handler, now, sweep_keys)
     if stores.transactional:  # the whole input first: its partitions' producers together
         held = list(batches)
         stores.prepare(_partitions(held))
@@ -138,6 +119,7 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
     for batch in batches:
         task.collect(batch)
     task.truncate()  # first: the batch's records are merged under the floors it raises
+    task.sweeper.advance((RESET, TRUNCATE))  # the removals before the batch's new rows
     for (topic, part, key), records in task.by_key.items():
         task.merge_key((topic, part), key, records)
         if len(task.out) >= _CHUNK:
@@ -146,17 +128,19 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
     task.fire_expiries()
     task.rewrite_live()  # after the merge: the rows as they are now, after the barrier
     task.free_dropped()
+    task.sweeper.save()
     task.out.append(task.counts())
     yield _batch(task.out)
 
 
 def merge_whole(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer,
-                now: int, check_whole: Callable[[], None]) -> Iterator[Any]:
+                now: int, check_whole: Callable[[], None], sweep_keys: int = 0
+                ) -> Iterator[Any]:
     """merge(), then close `stores`: committed only if `check_whole` (called once the input
     is read to its end) says the task got all of it, else aborted, as for any failure
     (`check_whole` raises; so does this)."""
     try:
-        yield from merge(batches, stores, handler, now)
+        yield from merge(batches, stores, handler, now, sweep_keys)
         check_whole()  # a cut input must commit nothing: the rerun reads it whole
     except BaseException:  # (GeneratorExit too: Spark stopped reading, the task ends)
         stores.close(failed=True)
@@ -168,18 +152,21 @@ class _TaskMerge:
     """One task's merge as it goes: the copies read, grouped by key (in arrival order), the
     table-dropped records per partition, the copy counts, the events not yet handed on."""
 
-    def __init__(self, stores: TaskStores, handler: KeyMaterializer, now: int) -> None:
+    def __init__(self, stores: TaskStores, handler: KeyMaterializer, now: int,
+                 sweep_keys: int) -> None:
         self.stores, self.handler, self.now = stores, handler, now
         self.stats = TaskStats()  # the task's own; each raw partition's in `seen`
         self.seen: dict[Where, TaskStats] = {}
         self.dead_at_start = dict(handler.dead_lettered)  # a worker's handler serves many tasks
         self.by_key: dict[tuple[str, int, bytes], list[RawRecord]] = {}
         self.drops: dict[Where, list[TableDrop]] = {}
-        self.truncates: dict[Where, list[tuple[int, TableTruncate]]] = {}  # with offsets
-        self.barriers: dict[Where, list[TruncateBarrier]] = {}
+        # with their offsets and values
+        self.truncates: dict[Where, list[tuple[int, bytes, TableTruncate]]] = {}
+        self.barriers: dict[Where, list[tuple[int, bytes, TruncateBarrier]]] = {}
         self.emitted: set[tuple[str, int, bytes]] = set()  # keys the merge gave events
         self.copies_in = self.dropped = 0
         self.out: list[tuple[Any, ...]] = []  # at-least-once: Spark's sink writes them
+        self.sweeper = TableSweeper(stores, handler, now, self.emit, self.saw, sweep_keys)
 
     def collect(self, batch: Any) -> None:
         """Read one input batch: heartbeats counted, table drops noted, copies seen before
@@ -205,12 +192,12 @@ class _TaskMerge:
                 if value and value[0] == TABLE_TRUNCATE_BYTE:  # applied before the merge
                     self.copies_in -= 1
                     _note(self.truncates, (topic, part), offset, "table-truncated",
-                          lambda v=value, o=offset: (o, decode_table_truncate(v)))
+                          lambda v=value, o=offset: (o, v, decode_table_truncate(v)))
                     continue
                 if value and value[0] == TRUNCATE_BARRIER_BYTE:  # rows again after the merge
                     self.copies_in -= 1
                     _note(self.barriers, (topic, part), offset, "truncate-barrier",
-                          lambda v=value: decode_truncate_barrier(v))
+                          lambda v=value, o=offset: (o, v, decode_truncate_barrier(v)))
                     continue
                 # (a value of another format goes on, to the dead-letter topic)
                 if value[:1] == VERSION_BYTE and not first_copy(value[1:_COPY_KEY_END]):
@@ -247,14 +234,17 @@ class _TaskMerge:
         if self.stores.dropped[where].dropped_before(table_id):
             self.saw(where).late += len(records)  # a lagging publisher's copies of a dropped table
             return
+        self.sweeper.settle(where, key)  # first: what a sweep still owes the key
         blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
         result = self.handler.handle(topic, key[TABLE_ID_SIZE:], records, blob, schema_hash,
-                                     self.now, _pages(store, key), table_id,
+                                     self.now, page_source(store, key), table_id,
                                      self.stores.truncated[where].floor(table_id))
         self.saw(where).covered += result.covered
-        if result.outputs and self.barriers:  # (rewrite_live leaves them out)
-            self.emitted.add((topic, part, key))
-        _apply(store, key, timer, result)
+        if result.outputs:
+            self.sweeper.touched(where, key)
+            if self.barriers:  # (rewrite_live leaves them out)
+                self.emitted.add((topic, part, key))
+        apply_result(store, key, timer, result)
         if result.write_times_us and result.table is not None:
             written_s = time.time()
             seen = self.saw(where)
@@ -263,59 +253,19 @@ class _TaskMerge:
         self.emit(where, result.outputs)
 
     def truncate(self) -> None:
-        """Apply the batch's table-truncated records: each that raises its table's floor in
-        its partition's store removes what the truncation removed from every key of the
-        table there (their rows' `d` events); a reset removes every row and then the table's
-        state, raising no floor."""
-        for where, truncates in self.truncates.items():
-            store, floors = self.stores.get(*where), self.stores.truncated[where]
-            for offset, truncate in truncates:
-                table_id = truncate.table_id.bytes
-                if self.stores.dropped[where].dropped_before(table_id) or not (
-                        truncate.reset or floors.raise_to(table_id, truncate.floor_us)):
-                    continue  # applied already (another replica's record of it, say)
-                changed, version = 0, truncate.schema_hash or None
-                for store_key in store.entry_keys(entry_key(table_id)):
-                    key = store_key[len(ENTRY):]
-                    blob, schema_hash, timer = unpack_entry(store.get(store_key))
-                    version = schema_hash or version
-                    result = self.handler.truncate((*where, offset), key[TABLE_ID_SIZE:], blob,
-                                                   schema_hash, self.now, truncate,
-                                                   _pages(store, key))
-                    if not truncate.reset:  # (a reset's state goes whole, below)
-                        _apply(store, key, timer, result)
-                    changed += bool(result.outputs)
-                    self.emit(where, result.outputs)
-                if truncate.reset:  # no floor: what comes next merges into empty state
-                    remove_table(store, table_id)
-                self.saw(where).truncate(truncate.name, changed)
-                # to the barrier, in the transaction that applied it: this partition is done
-                applied = Applied(self.stores.job_id, truncate.table_id, truncate.keyspace,
-                                  truncate.table, truncate.floor_us, *where, version,
-                                  truncate.reset)
-                self.emit(where, [(truncations_topic(self.handler.topic_prefix),
-                                   *applied.record())])
+        """Start the batch's table-truncated records' sweeps (`materializer.task.
+        table_sweep`): each that raises its table's floor in its partition's store removes
+        what the truncation removed from every key of the table there (their rows' `d`
+        events); a reset removes every row and then the key's state, raising no floor."""
+        self.sweeper.start_truncates(self.truncates)
 
     def rewrite_live(self) -> None:
-        """For each truncate barrier of the batch, write the live rows of its table in the
-        partition's store again (`r` events), after the table's truncate events; keys the
-        merge of this batch gave events are left out (those came after them already)."""
-        for where, barriers in self.barriers.items():
-            if where in self.stores.skipped:
-                continue
-            store = self.stores.get(*where)
-            for barrier in barriers:
-                table_id = barrier.table_id.bytes
-                if self.stores.dropped[where].dropped_before(table_id):
-                    continue
-                for store_key in store.entry_keys(entry_key(table_id)):
-                    key = store_key[len(ENTRY):]
-                    if (*where, key) in self.emitted:
-                        continue
-                    blob, schema_hash, _timer = unpack_entry(store.get(store_key))
-                    result = self.handler.live_rows(key[TABLE_ID_SIZE:], blob, schema_hash,
-                                                    self.now, _pages(store, key), where[0])
-                    self.emit(where, result.outputs)
+        """Start a sweep for each truncate barrier of the batch, and take the sweeps on:
+        the live rows of its table in the partition's store written again (`r` events),
+        after the table's truncate events; keys the merge of this batch gave events are
+        left out (those came after them already)."""
+        self.sweeper.start_rewrites(self.barriers, self.emitted)
+        self.sweeper.advance((REWRITE,))
 
     def fire_expiries(self) -> None:
         """Fire the due TTL expiries of every store the task opened (not in a partition
@@ -327,11 +277,15 @@ class _TaskMerge:
                 store.fired(at_ms, key)  # first: the key's next timer may index this again
                 blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
                 if timer == at_ms:  # else the key moved on (or rolled back) since indexed
+                    self.sweeper.settle((topic, part), key)
+                    blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
                     result = self.handler.expire(key[TABLE_ID_SIZE:], blob, schema_hash,
-                                                 self.now, _pages(store, key), topic)
+                                                 self.now, page_source(store, key), topic)
                     # old timer None: the next one is indexed even if it is the same time
                     # (this index entry is spent)
-                    _apply(store, key, None, result)
+                    apply_result(store, key, None, result)
+                    if result.outputs:
+                        self.sweeper.touched((topic, part), key)
                     self.emit((topic, part), result.outputs)
 
     def free_dropped(self) -> None:

@@ -24,6 +24,7 @@ from materializer.store.consumed_offsets import ConsumedOffsets
 from materializer.store.dropped_tables import DroppedTables
 from materializer.store.layout import store_path
 from materializer.store.partition_store import PartitionStore
+from materializer.store.table_sweeps import TableSweeps
 from materializer.store.truncated_tables import TruncatedTables
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class TaskStores:
         self.open: dict[Where, PartitionStore] = {}
         self.dropped: dict[Where, DroppedTables] = {}  # each open store's
         self.truncated: dict[Where, TruncatedTables] = {}  # each open store's
+        self.sweeps: dict[Where, TableSweeps] = {}  # each open store's
         self.txns: dict[Where, PartitionTransaction] = {}
         self.consumed: dict[Where, ConsumedOffsets] = {}
         self.ranges: dict[Where, list[int]] = {}  # first and last raw offset read
@@ -123,6 +125,7 @@ class TaskStores:
             self.writes_restored += store.restored
             self.dropped[(topic, partition)] = DroppedTables(store)
             self.truncated[(topic, partition)] = TruncatedTables(store)
+            self.sweeps[(topic, partition)] = TableSweeps(store)
             if self.job is not None:
                 self.consumed[(topic, partition)] = ConsumedOffsets(store)
         return store

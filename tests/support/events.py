@@ -38,16 +38,19 @@ def i32(v: int) -> bytes:
 
 
 def row_of(table: TableSchema, pk: int, qty: int, ts_s: int, line: int = 1,
-           kind: str = "ROW") -> bytes:
+           kind: str = "ROW", ttl_s: int = 0) -> bytes:
     """The raw value of an INSERT of row (pk, line) of `table` (TABLE's columns) with `qty`,
-    written at `ts_s`, without a TTL (`kind` SNAPSHOT_ROW: that row read by a snapshot)."""
+    written at `ts_s`, with a TTL of `ttl_s` (0: none) (`kind` SNAPSHOT_ROW: that row read
+    by a snapshot)."""
+    expires = ts_s + ttl_s if ttl_s else 0
     return rowupdate.encode({
         "table_id": table.id.bytes, "keyspace": table.keyspace, "table": table.table,
         "schema_hash": table.schema_hash, "partition_key": i32(pk), "clustering": [i32(line)],
         "kind": kind, "shadowable": False, "range": None, "deletion": None,
-        "liveness": {"timestamp": ts_s * 1_000_000, "ttl": 0, "local_expiration_time": 0},
+        "liveness": {"timestamp": ts_s * 1_000_000, "ttl": ttl_s,
+                     "local_expiration_time": expires},
         "cells": [{"column": "qty", "path": None, "value": i32(qty),
-                   "timestamp": ts_s * 1_000_000, "ttl": 0, "local_deletion_time": 0,
+                   "timestamp": ts_s * 1_000_000, "ttl": ttl_s, "local_deletion_time": expires,
                    "tombstone": False}],
         "complex_deletions": [],
         "source": {"host": "10.0.0.1", "datacenter": "dc1", "file": "CommitLog-7-5.log",

@@ -12,6 +12,7 @@ import pyarrow as pa
 from materializer.kafka.changelog import ChangelogJob
 from materializer.key_materializer import KeyMaterializer, Schemas
 from materializer.output.event_settings import EventSettings
+from materializer.settings import SparkSettings
 from materializer.task.merge_loop import merge_whole
 from materializer.task.task_stores import TaskStores
 
@@ -19,11 +20,13 @@ from materializer.task.task_stores import TaskStores
 def run_task(root: Path, batch: int, now_ms: int, rows: list[tuple[bytes, bytes]],
              schemas: Schemas, topic: str = "p.raw", offset_step: int = 100,
              check_whole: Callable[[], None] = lambda: None,
-             changelog: ChangelogJob | None = None) -> list[dict[str, Any]]:
+             changelog: ChangelogJob | None = None,
+             sweep_keys: int = SparkSettings.sweep_keys) -> list[dict[str, Any]]:
     """Micro-batch `batch`'s task over partition 0 of `topic`: `rows` are (raw key, value),
     at offsets from batch * `offset_step`; its stores under `root`; `check_whole`: what
     tells whether the task got its whole input (raises: it did not); `changelog`: the
-    job's changelogs, and under exactly-once its transactions (real Kafka). The output
+    job's changelogs, and under exactly-once its transactions (real Kafka); `sweep_keys`:
+    the most keys of table sweeps (the job's default unless given). The output
     rows: the events (exactly-once: none, they are in the transactions), then the task's
     row of counts."""
     handler = KeyMaterializer(schemas, EventSettings(), topic.split(".", 1)[0])
@@ -36,4 +39,4 @@ def run_task(root: Path, batch: int, now_ms: int, rows: list[tuple[bytes, bytes]
                         changelog.changelogs() if changelog is not None else None,
                         changelog.made if changelog is not None else None, changelog)
     return pa.Table.from_batches(list(merge_whole(iter([arrow]), stores, handler, now_ms,
-                                                  check_whole))).to_pylist()
+                                                  check_whole, sweep_keys))).to_pylist()

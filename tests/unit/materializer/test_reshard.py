@@ -6,6 +6,8 @@ from __future__ import annotations
 import struct
 import uuid
 
+import pytest
+
 from materializer.reshard import reshard_entries, undrained
 from materializer.store.layout import entry_key, page_key
 from shared.partitioner import crc32_partition
@@ -66,3 +68,21 @@ def test_a_record_left_in_a_partition_its_key_left_is_a_stray() -> None:
     old_place = [(crc32_partition(k, 2), 100 + i, k) for i, k in enumerate(moved)]
     assert strays(home + old_place, 4, crc32_partition) == [
         (p, o) for p, o, _k in old_place]
+
+
+def test_a_store_with_a_table_sweep_under_way_is_refused_and_a_finished_one_left_behind(
+        ) -> None:
+    from materializer.reshard import ReshardRefused
+    from materializer.store.layout import SWEEP, SWEPT
+    from materializer.store.partition_store import _pack
+
+    table = uuid.UUID(int=1).bytes
+    pk = raw_key(uuid.UUID(int=1), struct.pack(">i", 3))
+    finished = {b"e" + SWEEP + b"t" + table: _pack(9, None, b"cursor"),
+                b"e" + SWEPT + b"r" + pk: _pack(9, None, b""), _entry(pk): b"state"}
+    new = reshard_entries({0: finished}, 2, crc32_partition)
+    assert [k for s in new.values() for k in s] == [_entry(pk)]
+    under_way = {b"e" + SWEEP + b"t" + table: _pack(9, b"cursor", None)}
+    with pytest.raises(ReshardRefused, match="partition 0's store has a table sweep under way"):
+        reshard_entries({0: under_way}, 2, crc32_partition)
+

@@ -16,6 +16,7 @@ from materializer.spark.job import (
     scheduling_conf,
     sink_producer,
     spark_conf,
+    sweep_budget,
 )
 
 
@@ -41,6 +42,14 @@ def test_the_job_runs_without_speculation_whatever_else_is_set() -> None:
     assert spark_conf(user) == {"spark.locality.wait": "1s", "spark.task.maxFailures": "2",
                                 "spark.speculation": "false"}
     assert spark_conf(SparkSettings())["spark.speculation"] == "false"
+
+
+def test_table_sweeps_are_bounded_a_batch_unless_the_run_ends_at_the_topics_end() -> None:
+    assert sweep_budget(SparkSettings(), available_now=False) == 50_000
+    assert sweep_budget(SparkSettings(sweep_keys=10), available_now=False) == 10
+    assert sweep_budget(SparkSettings(), available_now=True) == 0  # no later batch
+    with pytest.raises(ValueError, match=r"spark\.sweep_keys -1: 0"):
+        SparkSettings(sweep_keys=-1)
 
 
 def test_the_driver_jvm_compiles_with_the_first_tier_by_default() -> None:
