@@ -47,6 +47,9 @@ from shared.truncate_barrier import TruncateBarrier, encode_truncate_barrier
 log = logging.getLogger(__name__)
 TIMEOUT_S = 30.0
 _DRAIN = 10_000  # records read per poll at most
+# a poll of the runner's loop (each second) waits this long for a producer's
+# initialisation, then leaves it to the next poll
+_INIT_WAIT_S = 1.0
 
 # A due table's truncate event: (event topic, value), or None when no version of the table
 # can render one (no store holds a key of it)
@@ -78,7 +81,8 @@ class TruncateBarrierWriter:
         self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
         self._next = 0  # the next offset to read
         self._conf = conf
-        self._producer: Producer | None = None
+        self._producer: Producer | None = None  # transactional: once initialised
+        self._starting: Producer | None = None  # one whose initialisation has not ended
         self._compacted: dict[str, bool] = {}
         self._looked = time.monotonic()  # when the raw topic's partitions were read
 
@@ -91,8 +95,11 @@ class TruncateBarrierWriter:
             # First (at the start, or after a failed write): a new producer's initialisation
             # settles the last transaction under the id, and a commit whose outcome was
             # unknown (timed out) may complete then; its `written` record, read to the end
-            # below, keeps the table from being due again.
-            self._producer_now()
+            # below, keeps the table from being due again. A poll of the runner's loop
+            # waits a moment for it, not the whole timeout (the loop also watches the
+            # query and the lease), and the next poll goes on with the same producer.
+            if not self._initialised(TIMEOUT_S if to_end else _INIT_WAIT_S):
+                return []
             to_end = True
         if to_end:
             where = TopicPartition(self.topic, 0)
@@ -189,16 +196,30 @@ class TruncateBarrierWriter:
             "raw_partitions": len(self.partitions) if events else 0})
 
     def _producer_now(self) -> Producer:
+        """The producer (transactional: initialised by `poll` before it writes)."""
         if self._producer is None:
-            conf = self._conf | {"acks": "all", "enable.idempotence": True}
             if self.transactional:
-                conf |= {"transactional.id": truncations_transactional_id(self.prefix),
-                         "transaction.timeout.ms": self.timeout_ms}
-            producer = Producer(conf)
-            if self.transactional:  # (kept only once initialised: else made again)
-                producer.init_transactions(TIMEOUT_S)
-            self._producer = producer
+                raise RuntimeError("the truncate barrier's producer is not initialised")
+            self._producer = Producer(self._conf | {"acks": "all", "enable.idempotence": True})
         return self._producer
+
+    def _initialised(self, wait_s: float) -> bool:
+        """Make the transactional producer, or go on initialising the one made, for up to
+        `wait_s`; whether it is ready (KafkaException: it cannot be, and is made again)."""
+        if self._starting is None:
+            self._starting = Producer(self._conf | {
+                "acks": "all", "enable.idempotence": True,
+                "transactional.id": truncations_transactional_id(self.prefix),
+                "transaction.timeout.ms": self.timeout_ms})
+        try:
+            self._starting.init_transactions(wait_s)
+        except KafkaException as exc:
+            if exc.args and exc.args[0].retriable():  # (timed out: librdkafka lets it be
+                return False  # called again, and keeps on with it meanwhile)
+            self._starting = None
+            raise
+        self._producer, self._starting = self._starting, None
+        return True
 
     def _is_compacted(self, topic: str) -> bool:
         """Whether `topic`'s cleanup policy compacts (not known: taken as not)."""

@@ -1,7 +1,9 @@
 """The truncate barrier's commit times out and the broker takes it after all: the next poll
 writes nothing again (issue 71, case 3). Before, the due tables were worked out before the
 new producer's initialisation completed the earlier commit, so each truncate event and
-barrier was written twice."""
+barrier was written twice. And a barrier whose producer cannot initialise (the broker
+stopped) does not hold the runner's loop for the client's whole timeout: each poll waits a
+moment and the next goes on with the same producer."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from materializer.rules.truncate_barrier import Applied, Due
 from shared.kafka_topics import TopicCreator, read_to_end
 from shared.topic_names import raw_topic, truncations_topic, truncations_transactional_id
 from shared.truncate_barrier import is_truncate_barrier
+
+from support.services import wait_until
 
 pytestmark = pytest.mark.integration
 JOB, TABLE_ID, T_EVENT = "job-1", uuid.uuid4(), b'{"op": "t"}'
@@ -42,24 +46,33 @@ class _StopsTheBrokerAtCommit(Producer):
             os.kill(self.broker_pid, signal.SIGCONT)
 
 
-def test_a_barrier_commit_that_timed_out_and_committed_is_not_written_again(
-        broker: StackSettings, monkeypatch: pytest.MonkeyPatch) -> None:
-    conf = {"bootstrap.servers": broker.bootstrap_servers}
+def _reported(conf: dict[str, str]) -> tuple[str, str, str]:
+    """A new prefix whose two raw partitions' stores both applied a TRUNCATE of ks.t:
+    (prefix, event topic, raw topic)."""
     prefix = f"barrier{uuid.uuid4().hex[:6]}"
     raw, events = raw_topic(prefix), f"{prefix}.ks.t"
     TopicCreator(conf, 2, 1).ensure(raw)
     TopicCreator(conf, 1, 1).ensure(events)
     ensure_topic(conf, prefix, 1)
     reports = Producer(conf)
-    for part in (0, 1):  # both raw partitions' stores applied a TRUNCATE of ks.t
+    for part in (0, 1):
         key, value = Applied(JOB, TABLE_ID, "ks", "t", 1_000_000, raw, part).record()
         reports.produce(truncations_topic(prefix), value, key)
     assert reports.flush(30) == 0
+    return prefix, events, raw
 
+
+def _render(events: str) -> Any:
     def render(_due: Due) -> tuple[str, bytes]:
         return events, T_EVENT
+    return render
 
-    writer = TruncateBarrierWriter(conf, prefix, JOB, {raw: 2}, True, render)
+
+def test_a_barrier_commit_that_timed_out_and_committed_is_not_written_again(
+        broker: StackSettings, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = {"bootstrap.servers": broker.bootstrap_servers}
+    prefix, events, raw = _reported(conf)
+    writer = TruncateBarrierWriter(conf, prefix, JOB, {raw: 2}, True, _render(events))
     stopping = _StopsTheBrokerAtCommit(conf | {
         "acks": "all", "enable.idempotence": True,
         "transactional.id": truncations_transactional_id(prefix),
@@ -73,9 +86,46 @@ def test_a_barrier_commit_that_timed_out_and_committed_is_not_written_again(
         with pytest.raises(KafkaException):
             writer.poll(to_end=True)
         monkeypatch.setattr(truncate_barrier, "TIMEOUT_S", 30.0)
-        assert writer.poll() == []  # the commit the broker took is read back: not due
+        _until_initialised(writer)  # the commit the broker took is read back: not due
     finally:
         writer.close()
+    _written_once(conf, events, raw)
+
+
+def _until_initialised(writer: TruncateBarrierWriter) -> None:
+    """Poll until the writer's producer is initialised (that poll reads the truncations
+    topic to its end and writes what is due): nothing may be due."""
+    wait_until(lambda: writer.poll() == [] and writer._producer is not None, 60,
+               "the barrier's producer initialised")
+
+
+def _written_once(conf: dict[str, str], events: str, raw: str) -> None:
     assert [m.value() for m in read_to_end(conf, events)] == [T_EVENT]
     barriers = [m.partition() for m in read_to_end(conf, raw) if is_truncate_barrier(m.value())]
     assert sorted(barriers) == [0, 1]
+
+
+def test_a_barrier_producer_that_cannot_initialise_yet_is_kept_and_polls_go_on(
+        broker: StackSettings) -> None:
+    conf = {"bootstrap.servers": broker.bootstrap_servers}
+    prefix, events, raw = _reported(conf)
+    writer = TruncateBarrierWriter(conf, prefix, JOB, {raw: 2}, True, _render(events))
+    pid = kafka.running_pid(broker) or 0
+    assert pid
+    os.kill(pid, signal.SIGSTOP)
+    try:  # (before: one poll waited 30 s in init_transactions, then raised)
+        assert writer.poll() == [] and writer._producer is None
+        starting = writer._starting
+        assert writer.poll() == [] and writer._starting is starting is not None
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+    def written() -> bool:
+        writer.poll()
+        return writer.tables_written == 1
+
+    try:
+        wait_until(written, 90, "the truncate events written once the broker runs again")
+    finally:
+        writer.close()
+    _written_once(conf, events, raw)
