@@ -15,6 +15,7 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cassandra import ConsistencyLevel
@@ -54,6 +55,7 @@ from support.services import http_get, metric, wait_until
 pytestmark = pytest.mark.integration
 
 STATEMENTS = 3_024
+PAUSE_S = 10  # the chaos run's broker pause
 COVER = ("INSERT", "DELETE FROM", "c1 >", "USING TTL", "TIMESTAMP", "m[", "u.a", ".ctr",
          "BATCH", "IF NOT EXISTS", " IF v_int", "s_int, v_int")
 # the differential's statements in flight at once (one at a time: 87 s here)
@@ -256,10 +258,16 @@ def test_rf3_differential_on_a_local_master_ends_at_select_all(env, staged) -> N
     assert sent / 2 < dropped < sent, (dropped, sent)
 
 
-def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env) -> None:
+def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env, broker) -> None:
     """Node 3 killed with SIGKILL while writes go on at the other two, then restarted and
-    its hints replayed; a publisher and the materializer killed with SIGKILL and restarted;
-    all during one workload. The restarted node's publisher publishes every hinted copy."""
+    its hints replayed; a TRUNCATE of the table the hints were for, and rows written to it
+    again (its truncate barrier's `r` events); a publisher killed with SIGKILL and
+    restarted; the broker paused (SIGSTOP) for PAUSE_S; the materializer killed with
+    SIGKILL and restarted; all during one workload. The restarted node's publisher
+    publishes every hinted copy; every table ends at SELECT at ALL with no event twice
+    (issue 71's fault run: barriers and broker pauses among the faults)."""
+    from devstack import kafka
+
     ring, publishers, work = env["ring"], env["publishers"], env["work"]
     ks = rf3_keyspace(env["truth"])
     truth = env["truth"]
@@ -287,12 +295,37 @@ def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env) -> None:
         devstack.start_node(ring.node(3), log=print)
         down.discard(3)
 
+    def truncate() -> None:  # once the hints are in (a hint after it would bring rows back)
+        wait_until(lambda: no_hints_left(ring), 120, "every hint delivered", interval_s=1)
+        wait_until(lambda: _truncated(truth, f"{ks}.hinted"), 120, "TRUNCATE at every node",
+                   interval_s=1)
+        for i in range(1000, 1050):
+            env["sessions"][1 + i % 3].execute(
+                f"INSERT INTO {ks}.hinted (id, v) VALUES ({i}, {i})", timeout=30)
+
+    paused: list[float] = []
+
+    def pause_broker() -> None:
+        pid = kafka.running_pid(broker)
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        paused.append(time.monotonic())
+
+    def resume_broker() -> None:  # (a fault of PAUSE_S at least, whatever the write rate)
+        time.sleep(max(0.0, paused[0] + PAUSE_S - time.monotonic()))
+        pid = kafka.running_pid(broker)
+        assert pid is not None
+        os.kill(pid, signal.SIGCONT)
+
     # half the differential's statements: each fault still falls between writes
     hooks = {
         300: kill_node,
         600: start_node,
+        650: truncate,
         750: lambda: publishers.agents[2].kill(),
         900: lambda: publishers.start(2),
+        950: pause_broker,
+        1000: resume_broker,
         1050: lambda: kill_group(job[-1]),
         1200: lambda: job.append(start_materializer(cmd, work / "chaos.log")),
     }
@@ -309,20 +342,40 @@ def test_node_publisher_and_job_killed_mid_workload_lose_nothing(env) -> None:
                    interval_s=2)
         assert job[-1].poll() is None, (work / "chaos.log").read_text()[-3000:]
     finally:
+        if paused:
+            resume_broker()  # (a second SIGCONT is nothing)
         if 3 in down:
             devstack.start_node(ring.node(3), log=print)
         for proc in job:
             kill_group(proc)
     hinted = {host: {r["partition_key"] for r in raw_records(env, ks, "hinted")
                      if r["source"]["host"] == host} for host in ("node-1", "node-2", "node-3")}
-    assert [len(hinted[h]) for h in sorted(hinted)] == [300, 300, 300], \
+    # (the 300 hinted rows, and the 50 written after the TRUNCATE)
+    assert [len(hinted[h]) for h in sorted(hinted)] == [350, 350, 350], \
         {h: len(v) for h, v in hinted.items()}
     # at 1,500 statements the counter table can end with few rows (4 in one run): its events
     # are checked all the same, and there must be some
     counts = check_events(ring.bootstrap_servers, env["prefix"], truth,
-                          keyspace_tables(env["truth"], ks, only=("r", "ctr")),
+                          keyspace_tables(env["truth"], ks, only=("r", "ctr", "hinted")),
                           min_rows=1)
     assert counts["r"] >= 100 and counts["ctr"] >= 10, counts
+    # hinted: 300 rows, each removed by the TRUNCATE, one truncate event, 50 rows again
+    ops = Counter(e[3]["op"] for e in read_events(ring.bootstrap_servers,
+                                                  f"{env['prefix']}.{ks}.hinted")
+                  if e[3] is not None)
+    assert ops["d"] == 300 and ops["t"] == 1 and ops["c"] + ops["r"] >= 350, ops
+
+
+def _truncated(truth: Any, table: str) -> bool:
+    """TRUNCATE `table` (False: not every node took it yet, a node just back)."""
+    from cassandra import OperationTimedOut, Unavailable
+    from cassandra.protocol import TruncateError
+
+    try:
+        truth.execute(f"TRUNCATE {table}", timeout=60)
+    except (Unavailable, TruncateError, OperationTimedOut):
+        return False
+    return True
 
 
 def _write_read_repair(env) -> dict:
