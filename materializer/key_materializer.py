@@ -145,11 +145,12 @@ class KeyMaterializer:
     def handle(self, topic: str, partition_key: bytes, records: Iterable[RawRecord],
                state_blob: bytes | None, schema_hash: str | None, now_ms: int,
                read_pages: PageSource | None = None, table_id: bytes | None = None,
-               floor_us: int | None = None) -> Result:
+               floor_us: int | None = None, reset_us: int | None = None) -> Result:
         """Apply a micro-batch of one key's raw records (`read_pages`: a wide partition's
         pages, for a state that has them; `table_id`: the table id of the records' Kafka
         key, which each record must name too; `floor_us`: the table's truncation floor,
-        under which the records' writes are merged)."""
+        under which the records' writes are merged; `reset_us`: the time of the table's
+        last reset, at or before which only its snapshot's records are merged)."""
         result = Result()
         decoded: list[tuple[dict[str, Any], bytes]] = []
         # The version to render with: the newest schema (altered_at) among the state's and
@@ -175,6 +176,9 @@ class KeyMaterializer:
                 continue
             if floor_us is not None and covered(rec, floor_us):
                 result.covered += 1  # written before a truncation: it removed them
+                continue
+            if reset_us is not None and covered(rec, reset_us) and not from_snapshot(rec):
+                result.covered += 1  # a late copy from before a reset: its snapshot decides
                 continue
             rec["_kafka"] = (topic, raw.partition, raw.offset)
             decoded.append((rec, raw.value))

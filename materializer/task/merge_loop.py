@@ -238,7 +238,8 @@ class _TaskMerge:
         blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
         result = self.handler.handle(topic, key[TABLE_ID_SIZE:], records, blob, schema_hash,
                                      self.now, page_source(store, key), table_id,
-                                     self.stores.truncated[where].floor(table_id))
+                                     self.stores.truncated[where].floor(table_id),
+                                     self.stores.truncated[where].reset_floor(table_id))
         self.saw(where).covered += result.covered
         if result.outputs:
             self.sweeper.touched(where, key)

@@ -58,6 +58,8 @@ class TableSweeper:
                 if self.stores.dropped[where].dropped_before(table_id) or not (
                         truncate.reset or floors.raise_to(table_id, truncate.floor_us)):
                     continue
+                if truncate.reset:
+                    floors.reset_at(table_id, truncate.floor_us)
                 self.stores.sweeps[where].start(Sweep(
                     RESET if truncate.reset else TRUNCATE, table_id, offset, value,
                     truncate.schema_hash))

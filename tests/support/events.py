@@ -56,3 +56,16 @@ def row_of(table: TableSchema, pk: int, qty: int, ts_s: int, line: int = 1,
         "source": {"host": "10.0.0.1", "datacenter": "dc1", "file": "CommitLog-7-5.log",
                    "segment_id": 5, "position": 200 + qty, "index": 0,
                    "commitlog_version": 7, "messaging_version": 12}})
+
+
+def deletion_of(table: TableSchema, pk: int, ts_s: int) -> bytes:
+    """The raw value of a DELETE of partition `pk` of `table` at `ts_s`."""
+    return rowupdate.encode({
+        "table_id": table.id.bytes, "keyspace": table.keyspace, "table": table.table,
+        "schema_hash": table.schema_hash, "partition_key": i32(pk), "clustering": [],
+        "kind": "PARTITION_DELETION", "shadowable": False, "range": None,
+        "deletion": {"marked_for_delete_at": ts_s * 1_000_000, "local_deletion_time": ts_s},
+        "liveness": None, "cells": [], "complex_deletions": [],
+        "source": {"host": "10.0.0.1", "datacenter": "dc1", "file": "CommitLog-7-5.log",
+                   "segment_id": 5, "position": 900 + pk, "index": 0,
+                   "commitlog_version": 7, "messaging_version": 12}})

@@ -24,7 +24,7 @@ from shared.table_truncate import (
 from shared.topic_names import raw_key
 from shared.truncate_barrier import TruncateBarrier, encode_truncate_barrier
 
-from support.events import NOW_MS, TABLE, Registry, i32, row_of
+from support.events import NOW_MS, TABLE, Registry, deletion_of, i32, row_of
 from support.task_run import run_task
 
 OTHER = replace(TABLE, table="returns", id=uuid.UUID(int=43))
@@ -37,11 +37,11 @@ def _truncate(at_ms: int = TRUNCATED_MS, host: str = "node-1") -> bytes:
                                                1795866525389, 4242))
 
 
-def _run(root: Path, batch: int, rows: list[tuple[bytes, bytes]]
+def _run(root: Path, batch: int, rows: list[tuple[bytes, bytes]], now_ms: int = NOW_MS
          ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One task of micro-batch `batch` on partition 0: its events (key id, op, after's qty,
     source file), and its stats, with its reports to the truncate barrier ("applied")."""
-    out = run_task(root, batch, NOW_MS, rows, Registry(TABLE, OTHER))
+    out = run_task(root, batch, now_ms, rows, Registry(TABLE, OTHER))
     events, applied = [], []
     for r in out[:-1]:
         if r["topic"] == "p.truncations":
@@ -208,21 +208,58 @@ def test_a_reset_empties_the_table_whatever_the_write_times_and_raises_no_floor(
                                        _orders(1, 3, T0 + 1)])
     gone = sorted((e["id"], e["op"]) for e in events if e["file"] == "truncate")
     assert gone == [(0, "d"), (1, "d")]
-    # a copy older than the reset's time still merges (no floor), into empty state: a new row
-    assert [(e["id"], e["op"], e["qty"]) for e in events if e["file"] != "truncate"] == [
-        (1, "c", 3)]
-    assert stats["covered"] == 0 and stats["truncated"] == {"shop.orders": 2}
+    # a live copy older than the reset is left out: the snapshot says what the table holds
+    assert [e for e in events if e["file"] != "truncate"] == []
+    assert stats["covered"] == 1 and stats["truncated"] == {"shop.orders": 2}
     assert [a["floor_us"] for a in stats["applied"]] == [TRUNCATED_MS * 1000]
-    # the snapshot's row of key 0, with its original write time: a new row of the table
-    # (no state left to shadow it), the other table untouched
-    snapshot_row = row_of(TABLE, 0, 1, T0 + 100, kind="SNAPSHOT_ROW")
-    events, stats = _run(tmp_path, 2, [(raw_key(TABLE.id, i32(0)), snapshot_row),
-                                       (raw_key(OTHER.id, i32(0)), row_of(OTHER, 0, 7, T0))])
+    # the snapshot's rows, with their original write times: new rows of the table (no
+    # state left to shadow them, no floor under them), the other table untouched
+    events, stats = _run(tmp_path, 2, [
+        (raw_key(TABLE.id, i32(0)), row_of(TABLE, 0, 1, T0 + 100, kind="SNAPSHOT_ROW")),
+        (raw_key(TABLE.id, i32(1)), row_of(TABLE, 1, 2, T0, kind="SNAPSHOT_ROW")),
+        (raw_key(OTHER.id, i32(0)), row_of(OTHER, 0, 7, T0))])
     assert [(e["table"], e["id"], e["op"], e["qty"]) for e in events] == [
-        ("p.shop.orders", 0, "r", 1)]
+        ("p.shop.orders", 0, "r", 1), ("p.shop.orders", 1, "r", 2)]
+    # a live write after the reset merges on top
+    events, _ = _run(tmp_path, 3, [_orders(1, 4, T0 + 20)])
+    assert [(e["id"], e["op"], e["qty"]) for e in events] == [(1, "u", 4)]
     # the same reset again (the record read twice): it removes what is there again
-    events, _ = _run(tmp_path, 3, [(TABLE.id.bytes, _reset(TRUNCATED_MS))])
+    events, _ = _run(tmp_path, 4, [(TABLE.id.bytes, _reset(TRUNCATED_MS))])
     assert sorted((e["id"], e["op"]) for e in events) == [(0, "d"), (1, "d")]
+
+
+def test_a_late_copy_of_a_write_deleted_before_a_reset_does_not_bring_its_row_back(
+        tmp_path) -> None:
+    """(issue 72) A row inserted, then deleted, then the table reset; a replica's copy of
+    the INSERT arrives after the reset, later than the dedupe window: before, it merged into
+    the reset's empty state as a new row the snapshot never removed."""
+    _run(tmp_path, 0, [_orders(5, 50, T0)])
+    events, _ = _run(tmp_path, 1, [(raw_key(TABLE.id, i32(5)), deletion_of(TABLE, 5, T0 + 5))])
+    assert [(e["id"], e["op"]) for e in events] == [(5, "d")]
+    events, _ = _run(tmp_path, 2, [(TABLE.id.bytes, _reset(TRUNCATED_MS))])
+    assert events == []  # nothing held of key 5 but its tombstone, now gone
+    # node 3's copy of the INSERT, later than the dedupe window (the task's: a minute)
+    events, stats = _run(tmp_path, 3, [_orders(5, 50, T0)], NOW_MS + 120_000)
+    assert events == [] and stats["covered"] == 1
+
+
+def test_a_reset_after_a_truncate_lets_its_snapshot_bring_back_what_the_truncate_met_wrongly(
+        tmp_path) -> None:
+    """(issue 72) A write concurrent with a TRUNCATE, stamped before the truncation time,
+    that Cassandra kept: the stream removed it. A reset's snapshot reads it from the table:
+    before, its row was left out under the TRUNCATE's floor."""
+    _run(tmp_path, 0, [_orders(7, 70, T0 + 5), (TABLE.id.bytes, _truncate())])
+    events, _ = _run(tmp_path, 1, [(TABLE.id.bytes, _reset(TRUNCATED_MS + 20_000))])
+    assert events == []
+    kept = raw_key(TABLE.id, i32(7)), row_of(TABLE, 7, 70, T0 + 5, kind="SNAPSHOT_ROW")
+    events, stats = _run(tmp_path, 2, [kept])
+    assert [(e["id"], e["op"], e["qty"]) for e in events] == [(7, "r", 70)]
+    assert stats.get("covered", 0) == 0
+    # a TRUNCATE after the reset: its floor holds again, for the snapshot's rows too
+    _run(tmp_path, 3, [(TABLE.id.bytes, _truncate(TRUNCATED_MS + 60_000))])
+    late = raw_key(TABLE.id, i32(8)), row_of(TABLE, 8, 80, T0 + 30, kind="SNAPSHOT_ROW")
+    events, stats = _run(tmp_path, 4, [late])
+    assert events == [] and stats["covered"] == 1
 
 
 def test_a_reset_where_the_job_holds_no_key_still_reports_a_version_to_render_with(
