@@ -16,7 +16,7 @@ import pytest
 
 from devstack.settings import StackSettings, repo_root
 
-from support.materializer_harness import materializer_command, run_materializer
+from support.materializer_harness import materializer_command
 from support.services import free_port
 
 pytestmark = pytest.mark.integration
@@ -146,9 +146,17 @@ def test_verify_names_an_unreachable_cassandra(unreachable) -> None:
 
 
 def test_a_checkpoint_of_another_job_is_refused(stack: StackSettings, tmp_path: Path) -> None:
+    """The first job's record of itself is written as a job's start writes it (check_owner
+    on a new checkpoint), not by a job run, which would cost a Spark start."""
+    from materializer.checkpoint import records
+    from materializer.checkpoint.files import LocalFiles
+    from shared.kafka_reach import cluster_id
+
     checkpoint = tmp_path / "checkpoint"
     first, second = (f"own{uuid.uuid4().hex[:6]}" for _ in range(2))
-    run_materializer(materializer_command(stack, first, checkpoint), tmp_path / "first.log")
+    checkpoint.mkdir()
+    records.check_owner(LocalFiles(checkpoint), cluster_id({"bootstrap.servers":
+                                                            stack.bootstrap_servers}), first)
     cmd = materializer_command(stack, second, checkpoint)
     line = _one_error(*_run(*cmd[cmd.index("materializer"):], timeout_s=120))
     assert (f"belongs to the job that reads {first}.raw on Kafka cluster " in line
