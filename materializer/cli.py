@@ -97,6 +97,7 @@ def run(config_file: Path | None, overrides: tuple[str, ...], print_config: bool
         raise click.UsageError(str(exc)) from exc
     setup_logging(cfg.log.level, cfg.log.format)
     _check_kafka(cfg, events, kafka)
+    _check_local_checkpoint(cfg, kafka)
     progress = ProgressMetrics(Registry())
     raw_age = _watch_raw_age(cfg, kafka, progress)
     running: list[Any] = []  # the query, once started (for /health)
@@ -208,6 +209,22 @@ def _check_kafka(cfg: MaterializerConfig, events: EventSettings, kafka: dict[str
             check_producer(kafka, cfg.kafka.producer, int(events.transaction_timeout_s * 1000))
             check_timeout(kafka, events.transaction_timeout_s)
     except (OldRawLayout, TimeoutRefused, ProducerRefused) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _check_local_checkpoint(cfg: MaterializerConfig, kafka: dict[str, str]) -> None:
+    """Before Spark: a local checkpoint of another job is refused in one line (the job's
+    start checks any checkpoint again, through Spark's file systems)."""
+    from materializer.checkpoint.files import LocalFiles, is_uri
+    from materializer.checkpoint.records import CheckpointRefused, refuse_another_owner
+    from shared.kafka_reach import cluster_id
+
+    if is_uri(cfg.spark.checkpoint):
+        return
+    try:
+        refuse_another_owner(LocalFiles(cfg.spark.checkpoint), cluster_id(kafka),
+                             cfg.kafka.topic_prefix)
+    except CheckpointRefused as exc:
         raise click.ClickException(str(exc)) from None
 
 

@@ -132,11 +132,17 @@ def check_owner(files: Files, cluster: str | None, prefix: str) -> None:
     """Refuse a checkpoint another job wrote (another Kafka cluster or topic prefix): its
     offsets and stores mean nothing here. Records this job's on its first start."""
     mine = {"kafka_cluster": cluster, "topic_prefix": prefix}
-    text = files.read_text(OWNER_RECORD)
-    if text is None:
+    if files.read_text(OWNER_RECORD) is None:
         files.write_text(OWNER_RECORD, json.dumps(mine, sort_keys=True))
-        return
-    theirs = json.loads(text)
+    refuse_another_owner(files, cluster, prefix)
+
+
+def refuse_another_owner(files: Files, cluster: str | None, prefix: str) -> None:
+    """CheckpointRefused if the checkpoint records another job as its owner (reads only:
+    the CLI checks a local checkpoint before Spark starts)."""
+    mine = {"kafka_cluster": cluster, "topic_prefix": prefix}
+    text = files.read_text(OWNER_RECORD)
+    theirs = mine if text is None else json.loads(text)
     if theirs != mine:
         raise CheckpointRefused(
             f"checkpoint {files.location} belongs to the job that reads "

@@ -146,8 +146,9 @@ def test_verify_names_an_unreachable_cassandra(unreachable) -> None:
 
 
 def test_a_checkpoint_of_another_job_is_refused(stack: StackSettings, tmp_path: Path) -> None:
-    """The first job's record of itself is written as a job's start writes it (check_owner
-    on a new checkpoint), not by a job run, which would cost a Spark start."""
+    """Refused before Spark starts (a local checkpoint). The first job's record of itself is
+    written as a job's start writes it (check_owner on a new checkpoint), not by a job
+    run, which would cost a Spark start."""
     from materializer.checkpoint import records
     from materializer.checkpoint.files import LocalFiles
     from shared.kafka_reach import cluster_id
@@ -158,7 +159,9 @@ def test_a_checkpoint_of_another_job_is_refused(stack: StackSettings, tmp_path: 
     records.check_owner(LocalFiles(checkpoint), cluster_id({"bootstrap.servers":
                                                             stack.bootstrap_servers}), first)
     cmd = materializer_command(stack, second, checkpoint)
-    line = _one_error(*_run(*cmd[cmd.index("materializer"):], timeout_s=120))
+    code, lines, took = _run(*cmd[cmd.index("materializer"):], timeout_s=120)
+    line = _one_error(code, lines, took)
+    assert not any("starting Spark" in text for text in lines), lines
     assert (f"belongs to the job that reads {first}.raw on Kafka cluster " in line
             and f"this config reads {second}.raw on Kafka cluster " in line
             and "give this job a spark.checkpoint of its own" in line), line

@@ -15,6 +15,7 @@ from materializer.checkpoint.records import (
     check_owner,
     check_start,
     job_id,
+    refuse_another_owner,
 )
 from materializer.settings import SparkSettings
 from materializer.spark.hadoop_files import files
@@ -113,6 +114,11 @@ def test_a_checkpoint_of_another_job_is_refused_by_its_owner(tmp_path) -> None:
         check_owner(LocalFiles(tmp_path), "cluster-b", "shop")
     with pytest.raises(CheckpointRefused, match=r"this config reads billing\.raw "):
         check_owner(LocalFiles(tmp_path), "cluster-a", "billing")
+    # the CLI's check before Spark reads only: a new checkpoint stays as it is
+    with pytest.raises(CheckpointRefused, match=r"this config reads billing\.raw "):
+        refuse_another_owner(LocalFiles(tmp_path), "cluster-a", "billing")
+    refuse_another_owner(LocalFiles(tmp_path / "new"), "cluster-a", "billing")
+    assert not (tmp_path / "new").exists()
 
 
 def _logs(root, offsets: int, commits: int) -> LocalFiles:
