@@ -8,6 +8,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from materializer.rules.clustering import ClusteringOrder
+from materializer.rules.merge import Merger
+from materializer.rules.model import PartitionState
 from shared.schema import table_from_json
 
 from support import rowupdate_reference
@@ -40,6 +42,15 @@ def cell(column: str, ts: int, value: bytes | None = None, path: bytes | None = 
          ttl: int = 0, ldt: int | None = None, tombstone: bool = False) -> dict[str, Any]:
     return {"column": column, "path": path, "value": value, "timestamp": ts, "ttl": ttl,
             "local_deletion_time": ldt, "tombstone": tombstone}
+
+
+def fold(records: list[dict[str, Any]]) -> PartitionState:
+    """The partition state of TABLE that `records` merge into, in their order."""
+    state = PartitionState()
+    merger = Merger(ORDER)
+    for r in records:
+        merger.apply(state, r)
+    return state
 
 
 # ---- strategies -------------------------------------------------------------------------

@@ -17,15 +17,7 @@ from materializer.rules.model import STATE_FORMAT, PartitionState
 from shared import codec
 from shared.schema import table_from_json
 
-from support.records import NOW, ORDER, cell, i32, record, record_st
-
-
-def fold(records: list[dict[str, Any]]) -> PartitionState:
-    state = PartitionState()
-    merger = Merger(ORDER)
-    for r in records:
-        merger.apply(state, r)
-    return state
+from support.records import NOW, ORDER, cell, fold, i32, record, record_st
 
 
 # ---- a plain reference: evaluate the visible rows straight from all records ---------------

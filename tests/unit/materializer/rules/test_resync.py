@@ -15,17 +15,9 @@ from materializer.rules.merge import Merger
 from materializer.rules.model import PartitionState, RowState
 from materializer.rules.resync import STATIC, Shown, removals
 
-from support.records import NOW, ORDER, cell, i32, record, record_st
+from support.records import NOW, ORDER, cell, fold, i32, record, record_st
 
 CUTOFF = 100  # every record's time is below it (record_st: 1 to 12)
-
-
-def _fold(records: list[dict[str, Any]]) -> PartitionState:
-    state = PartitionState()
-    merger = Merger(ORDER)
-    for r in records:
-        merger.apply(state, r)
-    return state
 
 
 def _live(row: RowState) -> list[dict[str, Any]]:
@@ -59,7 +51,7 @@ def _scan(table: PartitionState) -> tuple[list[dict[str, Any]], Shown]:
 
 def _resynced(stream_records: list[dict[str, Any]], table: PartitionState,
               cutoff: int = CUTOFF) -> PartitionState:
-    stream = _fold(stream_records)
+    stream = fold(stream_records)
     scan, shown = _scan(table)
     merger = Merger(ORDER)
     for rec in scan:
@@ -75,7 +67,7 @@ def test_a_stream_that_missed_records_shows_the_table_after_the_scan_and_removal
         records: list[dict[str, Any]], data: st.DataObject) -> None:
     kept = data.draw(st.lists(st.booleans(), min_size=len(records), max_size=len(records)))
     stream = [r for r, keep in zip(records, kept, strict=True) if keep]
-    table = _fold(records)
+    table = fold(records)
     assert partition_images(_resynced(stream, table), NOW) == partition_images(table, NOW)
 
 
@@ -87,8 +79,8 @@ def test_a_row_deleted_unseen_goes_with_a_d_and_a_row_the_scan_shows_stays() -> 
                                                  "local_deletion_time": NOW})
     removed = record("ROW", (i32(2),), cells=[cell("b", 8, None, i32(9), ldt=NOW,
                                                    tombstone=True)])
-    table = _fold([*stream, deleted, removed])
-    state = _fold(stream)
+    table = fold([*stream, deleted, removed])
+    state = fold(stream)
     _, shown = _scan(table)
     out = removals(state, shown, CUTOFF, NOW)
     assert [(r["kind"], r["clustering"], r["deletion"], [(c["column"], c["path"], c["timestamp"])
@@ -102,7 +94,7 @@ def test_what_was_written_at_or_after_the_cutoff_is_left_to_the_live_stream() ->
     # read); row 3: only after. Nothing of either is shown.
     stream = [record("ROW", (i32(1),), cells=[cell("a", 5, i32(1)), cell("b", 150, b"", i32(4))]),
               record("ROW", (i32(3),), cells=[cell("a", 120, i32(3))])]
-    state = _fold(stream)
+    state = fold(stream)
     out = removals(state, {}, CUTOFF, NOW)
     assert [(r["clustering"], r["deletion"]) for r in out] == [
         ([i32(1)], {"marked_for_delete_at": 5, "local_deletion_time": NOW})]
@@ -114,5 +106,5 @@ def test_what_was_written_at_or_after_the_cutoff_is_left_to_the_live_stream() ->
 
 
 def test_counter_cells_are_left_alone() -> None:
-    state = _fold([record("ROW", (i32(1),), cells=[cell("a", 5, b"\x00" * 8)])])
+    state = fold([record("ROW", (i32(1),), cells=[cell("a", 5, b"\x00" * 8)])])
     assert removals(state, {}, CUTOFF, NOW, counters=frozenset({"a"})) == []
