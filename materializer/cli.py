@@ -216,14 +216,21 @@ def _check_local_checkpoint(cfg: MaterializerConfig, kafka: dict[str, str]) -> N
     """Before Spark: a local checkpoint of another job is refused in one line (the job's
     start checks any checkpoint again, through Spark's file systems)."""
     from materializer.checkpoint.files import LocalFiles, is_uri
-    from materializer.checkpoint.records import CheckpointRefused, refuse_another_owner
+    from materializer.checkpoint.records import (
+        OWNER_RECORD,
+        CheckpointRefused,
+        refuse_another_owner,
+    )
     from shared.kafka_reach import cluster_id
 
     if is_uri(cfg.spark.checkpoint):
         return
+    files = LocalFiles(cfg.spark.checkpoint)
+    owner = files.read_text(OWNER_RECORD)
+    if owner is None:
+        return  # a new checkpoint: its start records this job
     try:
-        refuse_another_owner(LocalFiles(cfg.spark.checkpoint), cluster_id(kafka),
-                             cfg.kafka.topic_prefix)
+        refuse_another_owner(files.location, owner, cluster_id(kafka), cfg.kafka.topic_prefix)
     except CheckpointRefused as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -131,21 +131,24 @@ def check_start(files: Files, started: bool, partitions: dict[str, int], prefix:
 def check_owner(files: Files, cluster: str | None, prefix: str) -> None:
     """Refuse a checkpoint another job wrote (another Kafka cluster or topic prefix): its
     offsets and stores mean nothing here. Records this job's on its first start."""
-    mine = {"kafka_cluster": cluster, "topic_prefix": prefix}
-    if files.read_text(OWNER_RECORD) is None:
-        files.write_text(OWNER_RECORD, json.dumps(mine, sort_keys=True))
-    refuse_another_owner(files, cluster, prefix)
-
-
-def refuse_another_owner(files: Files, cluster: str | None, prefix: str) -> None:
-    """CheckpointRefused if the checkpoint records another job as its owner (reads only:
-    the CLI checks a local checkpoint before Spark starts)."""
-    mine = {"kafka_cluster": cluster, "topic_prefix": prefix}
     text = files.read_text(OWNER_RECORD)
-    theirs = mine if text is None else json.loads(text)
+    if text is None:
+        mine = {"kafka_cluster": cluster, "topic_prefix": prefix}
+        files.write_text(OWNER_RECORD, json.dumps(mine, sort_keys=True))
+        return
+    refuse_another_owner(files.location, text, cluster, prefix)
+
+
+def refuse_another_owner(location: str, owner_text: str, cluster: str | None,
+                         prefix: str) -> None:
+    """CheckpointRefused if a checkpoint's owner record (`owner_text`, OWNER_RECORD's
+    text) names another job than this one (the CLI checks a local checkpoint's before
+    Spark starts)."""
+    mine = {"kafka_cluster": cluster, "topic_prefix": prefix}
+    theirs = json.loads(owner_text)
     if theirs != mine:
         raise CheckpointRefused(
-            f"checkpoint {files.location} belongs to the job that reads "
+            f"checkpoint {location} belongs to the job that reads "
             f"{topic_names.raw_topic(theirs['topic_prefix'])} on Kafka cluster "
             f"{theirs['kafka_cluster']}; this config reads {topic_names.raw_topic(prefix)} on "
             f"Kafka cluster {cluster}: give this job a "

@@ -25,6 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -200,17 +201,22 @@ class TruncateBarrierWriter:
         if self._producer is None:
             if self.transactional:
                 raise RuntimeError("the truncate barrier's producer is not initialised")
-            self._producer = Producer(self._conf | {"acks": "all", "enable.idempotence": True})
+            self._producer = Producer(self._producer_conf())
         return self._producer
+
+    def _producer_conf(self) -> dict[str, Any]:
+        """The producer's settings (transactional: under the prefix's own id)."""
+        conf = self._conf | {"acks": "all", "enable.idempotence": True}
+        if self.transactional:
+            conf |= {"transactional.id": truncations_transactional_id(self.prefix),
+                     "transaction.timeout.ms": self.timeout_ms}
+        return conf
 
     def _initialised(self, wait_s: float) -> bool:
         """Make the transactional producer, or go on initialising the one made, for up to
         `wait_s`; whether it is ready (KafkaException: it cannot be, and is made again)."""
         if self._starting is None:
-            self._starting = Producer(self._conf | {
-                "acks": "all", "enable.idempotence": True,
-                "transactional.id": truncations_transactional_id(self.prefix),
-                "transaction.timeout.ms": self.timeout_ms})
+            self._starting = Producer(self._producer_conf())
         try:
             self._starting.init_transactions(wait_s)
         except KafkaException as exc:

@@ -69,7 +69,7 @@ class DroppedTables:
 
 def remove_table(store: PartitionStore, table_id: bytes) -> int:
     """Remove every entry and page of a table in the store's current batch (rolled back if
-    the batch runs again); how many held state. A drop's first step, and a reset's."""
+    the batch runs again); how many held state. A drop's first step."""
     freed = 0
     for prefix in table_prefixes(table_id):
         for key in store.entry_keys(prefix):

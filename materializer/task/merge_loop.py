@@ -118,7 +118,8 @@ def merge(batches: Iterator[Any], stores: TaskStores, handler: KeyMaterializer, 
     # batches decides which intermediate images are events
     for batch in batches:
         task.collect(batch)
-    task.truncate()  # first: the batch's records are merged under the floors it raises
+    task.truncate()  # first: the batch's records are merged under the floors it raises,
+    # and a barrier's sweep leaves out the keys they give events
     task.sweeper.advance((RESET, TRUNCATE))  # the removals before the batch's new rows
     for (topic, part, key), records in task.by_key.items():
         task.merge_key((topic, part), key, records)
@@ -163,7 +164,6 @@ class _TaskMerge:
         # with their offsets and values
         self.truncates: dict[Where, list[tuple[int, bytes, TableTruncate]]] = {}
         self.barriers: dict[Where, list[tuple[int, bytes, TruncateBarrier]]] = {}
-        self.emitted: set[tuple[str, int, bytes]] = set()  # keys the merge gave events
         self.copies_in = self.dropped = 0
         self.out: list[tuple[Any, ...]] = []  # at-least-once: Spark's sink writes them
         self.sweeper = TableSweeper(stores, handler, now, self.emit, self.saw, sweep_keys)
@@ -241,10 +241,8 @@ class _TaskMerge:
                                      self.stores.truncated[where].floor(table_id),
                                      self.stores.truncated[where].reset_floor(table_id))
         self.saw(where).covered += result.covered
-        if result.outputs:
+        if result.outputs:  # (a barrier's sweep leaves it out)
             self.sweeper.touched(where, key)
-            if self.barriers:  # (rewrite_live leaves them out)
-                self.emitted.add((topic, part, key))
         apply_result(store, key, timer, result)
         if result.write_times_us and result.table is not None:
             written_s = time.time()
@@ -254,18 +252,17 @@ class _TaskMerge:
         self.emit(where, result.outputs)
 
     def truncate(self) -> None:
-        """Start the batch's table-truncated records' sweeps (`materializer.task.
-        table_sweep`): each that raises its table's floor in its partition's store removes
-        what the truncation removed from every key of the table there (their rows' `d`
-        events); a reset removes every row and then the key's state, raising no floor."""
+        """Start the batch's sweeps (`materializer.task.table_sweep`), before its merge:
+        each table-truncated record that raises its table's floor in its partition's store
+        removes what the truncation removed from every key of the table there (their rows'
+        `d` events); a reset removes every row and then the key's state, raising no floor;
+        each truncate barrier writes the table's live rows again (`r` events), leaving out
+        the keys the merge gives events (those come after the truncate events already)."""
         self.sweeper.start_truncates(self.truncates)
+        self.sweeper.start_rewrites(self.barriers)
 
     def rewrite_live(self) -> None:
-        """Start a sweep for each truncate barrier of the batch, and take the sweeps on:
-        the live rows of its table in the partition's store written again (`r` events),
-        after the table's truncate events; keys the merge of this batch gave events are
-        left out (those came after them already)."""
-        self.sweeper.start_rewrites(self.barriers, self.emitted)
+        """Take the barriers' sweeps on: the live rows as they are after the merge."""
         self.sweeper.advance((REWRITE,))
 
     def fire_expiries(self) -> None:
@@ -278,8 +275,8 @@ class _TaskMerge:
                 store.fired(at_ms, key)  # first: the key's next timer may index this again
                 blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
                 if timer == at_ms:  # else the key moved on (or rolled back) since indexed
-                    self.sweeper.settle((topic, part), key)
-                    blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
+                    if self.sweeper.settle((topic, part), key):  # (its entry changed)
+                        blob, schema_hash, timer = unpack_entry(store.get(entry_key(key)))
                     result = self.handler.expire(key[TABLE_ID_SIZE:], blob, schema_hash,
                                                  self.now, page_source(store, key), topic)
                     # old timer None: the next one is indexed even if it is the same time

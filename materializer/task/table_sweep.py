@@ -65,10 +65,10 @@ class TableSweeper:
                     truncate.schema_hash))
                 self.saw(where).truncate(truncate.name, 0)
 
-    def start_rewrites(self, barriers: dict[Where, list[tuple[int, bytes, TruncateBarrier]]],
-                       emitted: set[tuple[str, int, bytes]]) -> None:
-        """Start a sweep for each truncate barrier; keys the batch's merge gave events (in
-        `emitted`) are left out: theirs came after the truncate events already."""
+    def start_rewrites(self, barriers: dict[Where, list[tuple[int, bytes, TruncateBarrier]]]
+                       ) -> None:
+        """Start a sweep for each truncate barrier, before the batch's merge: keys the merge
+        gives events are left out (`touched`), theirs come after the truncate events."""
         for where, records in barriers.items():
             if where in self.stores.skipped:
                 continue
@@ -77,26 +77,26 @@ class TableSweeper:
                 table_id = barrier.table_id.bytes
                 if self.stores.dropped[where].dropped_before(table_id):
                     continue
-                sweep = Sweep(REWRITE, table_id, offset, value)
-                sweeps.start(sweep)
-                for topic, part, key in emitted:
-                    if (topic, part) == where and key[:TABLE_ID_SIZE] == table_id:
-                        sweeps.mark(sweep, key)
+                sweeps.start(Sweep(REWRITE, table_id, offset, value))
 
-    def settle(self, where: Where, key: bytes, advancing: Sweep | None = None) -> None:
+    def settle(self, where: Where, key: bytes, advancing: Sweep | None = None) -> bool:
         """Do the removals still owed to `key` (its table's reset and TRUNCATE sweeps that
         have not reached it), before the key changes; `advancing`: the sweep at this key
-        in its turn (it leaves no mark)."""
+        in its turn (it leaves no mark). Whether any was owed (the key's entry may have
+        changed)."""
         sweeps = self.stores.sweeps[where]
         of = sweeps.of(key)
+        owed = False
         for kind in (RESET, TRUNCATE):
             sweep = of.get(kind)
             if sweep is None or not sweeps.pending(sweep, key):
                 continue
+            owed = True
             if self._remove(where, sweep, key):
                 self.touched(where, key)
             if kind == RESET and sweep is not advancing:
                 sweeps.mark(sweep, key)  # (a reset done twice would remove a new row)
+        return owed
 
     def touched(self, where: Where, key: bytes) -> None:
         """`key` got events: a barrier's sweep that has not reached it leaves it out."""

@@ -10,6 +10,7 @@ import pytest
 from materializer.checkpoint.files import LocalFiles
 from materializer.checkpoint.records import (
     DELIVERY_RECORD,
+    OWNER_RECORD,
     CheckpointRefused,
     check_delivery,
     check_owner,
@@ -114,11 +115,13 @@ def test_a_checkpoint_of_another_job_is_refused_by_its_owner(tmp_path) -> None:
         check_owner(LocalFiles(tmp_path), "cluster-b", "shop")
     with pytest.raises(CheckpointRefused, match=r"this config reads billing\.raw "):
         check_owner(LocalFiles(tmp_path), "cluster-a", "billing")
-    # the CLI's check before Spark reads only: a new checkpoint stays as it is
-    with pytest.raises(CheckpointRefused, match=r"this config reads billing\.raw "):
-        refuse_another_owner(LocalFiles(tmp_path), "cluster-a", "billing")
-    refuse_another_owner(LocalFiles(tmp_path / "new"), "cluster-a", "billing")
-    assert not (tmp_path / "new").exists()
+    # the CLI's check before Spark, on the record it read
+    owner = LocalFiles(tmp_path).read_text(OWNER_RECORD)
+    assert owner is not None
+    with pytest.raises(CheckpointRefused, match=rf"checkpoint {tmp_path} belongs to .* "
+                       r"this config reads billing\.raw "):
+        refuse_another_owner(str(tmp_path), owner, "cluster-a", "billing")
+    refuse_another_owner(str(tmp_path), owner, "cluster-a", "shop")
 
 
 def _logs(root, offsets: int, commits: int) -> LocalFiles:
